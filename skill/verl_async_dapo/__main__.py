@@ -1,0 +1,3 @@
+from verl_async_dapo.cli import main
+
+raise SystemExit(main())

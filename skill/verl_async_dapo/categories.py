@@ -1,0 +1,92 @@
+"""The error categories every failure is sorted into, each with its meaning and its fix.
+
+Pure data shared by the log classifier (which finds them), the recovery policy (which acts on
+them) and the tools (which explain them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class ErrorCategory(str, Enum):
+    GPU_OOM = "gpu_oom"
+    ROLLOUT_OOM = "rollout_oom"
+    HOST_OOM = "host_oom"
+    NCCL_TIMEOUT = "nccl_timeout"
+    WORKER_DIED = "worker_died"
+    CONFIG_ERROR = "config_error"
+    MISSING_FILE = "missing_file"
+    ENVIRONMENT = "environment"
+    RESOURCES = "resources"
+    TRACKING = "tracking"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class CategoryInfo:
+    explanation: str
+    fix: str
+    # Whether the supervisor relaunches on its own for this category.
+    auto_retry: bool
+
+
+CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
+    ErrorCategory.GPU_OOM: CategoryInfo(
+        "CUDA ran out of GPU memory in training (actor update, log-prob or ref computation).",
+        "relaunch with offload, then recompute, resuming from the last checkpoint",
+        True,
+    ),
+    ErrorCategory.ROLLOUT_OOM: CategoryInfo(
+        "The rollout engine (vLLM/SGLang) ran out of GPU memory for weights, KV cache or CUDA graphs.",
+        "relaunch with a lower rollout.gpu_memory_utilization, then eager mode (no CUDA graphs)",
+        True,
+    ),
+    ErrorCategory.HOST_OOM: CategoryInfo(
+        "The machine ran out of CPU RAM (Ray memory monitor or kernel OOM killer).",
+        "reduce host memory use: smaller batches or rollout.n, turn offload off, or add RAM; "
+        "CPU offload would make it worse, so it is never added for this",
+        False,
+    ),
+    ErrorCategory.NCCL_TIMEOUT: CategoryInfo(
+        "A collective operation timed out (a slow or hung rank, or a network problem).",
+        "check GPU health and the interconnect, then start again; raise actor_rollout_ref.nccl_timeout if steps are slow",
+        False,
+    ),
+    ErrorCategory.WORKER_DIED: CategoryInfo(
+        "A Ray worker or actor died without a clearer error (often host OOM or a crash in native code).",
+        "look at the worker logs under Ray's session_latest/logs; check host memory (dmesg) and GPU health",
+        False,
+    ),
+    ErrorCategory.CONFIG_ERROR: CategoryInfo(
+        "verl rejected the configuration (a stale or misspelt Hydra key, or a failed validation).",
+        "fix the named key or value; retrying unchanged cannot help",
+        False,
+    ),
+    ErrorCategory.MISSING_FILE: CategoryInfo(
+        "A model, data or checkpoint path does not exist inside the target.",
+        "check MODEL_PATH / TRAIN_FILE / VAL_FILE inside the container (bind mounts), then start again",
+        False,
+    ),
+    ErrorCategory.ENVIRONMENT: CategoryInfo(
+        "The software in the target does not fit together (import error, recipe/verl mismatch, flash-attn ABI, driver).",
+        "install matching versions (see preflight); e.g. init the recipe submodule or reinstall flash-attn for this torch",
+        False,
+    ),
+    ErrorCategory.RESOURCES: CategoryInfo(
+        "The cluster has fewer GPUs or CPUs than the plan asks for.",
+        "lower TRAINER_GPUS/ROLLOUT_GPUS to what the target has, or free the GPUs other jobs hold",
+        False,
+    ),
+    ErrorCategory.TRACKING: CategoryInfo(
+        "The experiment tracker (SwanLab) refused to start: wrong key, wrong host or no network.",
+        "check SWANLAB_HOST and the API key with configure_swanlab, or use SWANLAB_MODE=local",
+        False,
+    ),
+    ErrorCategory.UNKNOWN: CategoryInfo(
+        "The run failed with an error this tool does not recognise.",
+        "read the excerpt and the log tail; report it if it looks like a bug in verl",
+        False,
+    ),
+}

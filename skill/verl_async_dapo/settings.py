@@ -1,0 +1,175 @@
+"""The environment parameters of the original skill, with its defaults, plus this tool's own.
+
+One pydantic-settings model reads them; the CLI, the MCP tools and the shell scripts all go
+through it, so ``TRAIN_STEPS=-1`` is refused the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
+
+import platformdirs
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from verl_async_dapo.features import FeatureChoice, choice_from_env
+
+APP_NAME = "verl-async-dapo"
+STATE_DIR_ENV = "VERL_ASYNC_DAPO_HOME"
+CONFIG_DIR_ENV = "VERL_ASYNC_DAPO_CONFIG_DIR"
+
+
+class Mode(str, Enum):
+    DAPO = "dapo"
+    ONE_STEP_OFF = "one_step_off_policy"
+
+
+class Framework(str, Enum):
+    MEGATRON = "megatron"
+    FSDP = "fsdp"  # FSDP2 (actor.strategy=fsdp2); plain FSDP1 is legacy in verl
+
+
+def data_dir() -> Path:
+    """Where the state DB and per-run files live (``VERL_ASYNC_DAPO_HOME`` overrides)."""
+    override = os.environ.get(STATE_DIR_ENV)
+    return Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def config_dir() -> Path:
+    override = os.environ.get(CONFIG_DIR_ENV)
+    return Path(override) if override else Path(platformdirs.user_config_dir(APP_NAME))
+
+
+_PosInt = Annotated[int, Field(ge=1)]
+
+
+class TrainingSettings(BaseSettings):
+    """Launch parameters, read from the environment (names as in the original skill)."""
+
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", populate_by_name=True)
+
+    mode: Mode = Field(Mode.DAPO, validation_alias=AliasChoices("MODE", "mode"))
+    framework: Framework = Field(Framework.MEGATRON, validation_alias=AliasChoices("FRAMEWORK", "framework"))
+    verl_home: str = Field("/verl", validation_alias=AliasChoices("VERL_HOME", "verl_home"))
+    verl_version: str | None = Field(None, validation_alias=AliasChoices("VERL_VERSION", "verl_version"))
+    model_path: str = Field("Qwen3-8B", validation_alias=AliasChoices("MODEL_PATH", "model_path"))
+    train_file: str = Field("dapo-math-17k.parquet", validation_alias=AliasChoices("TRAIN_FILE", "train_file"))
+    val_file: str = Field("aime-2024.parquet", validation_alias=AliasChoices("VAL_FILE", "val_file"))
+    train_steps: _PosInt = Field(100, validation_alias=AliasChoices("TRAIN_STEPS", "train_steps"))
+    trainer_gpus: _PosInt = Field(4, validation_alias=AliasChoices("TRAINER_GPUS", "trainer_gpus"))
+    rollout_gpus: _PosInt = Field(4, validation_alias=AliasChoices("ROLLOUT_GPUS", "rollout_gpus"))
+    # Colocated DAPO uses every GPU for both roles; default: TRAINER_GPUS + ROLLOUT_GPUS.
+    n_gpus: int | None = Field(None, ge=1, validation_alias=AliasChoices("N_GPUS", "n_gpus"))
+    max_prompt_length: _PosInt = Field(2048, validation_alias=AliasChoices("MAX_PROMPT_LENGTH", "max_prompt_length"))
+    max_response_length: _PosInt = Field(
+        8192, validation_alias=AliasChoices("MAX_RESPONSE_LENGTH", "max_response_length")
+    )
+    train_batch_size: _PosInt = Field(32, validation_alias=AliasChoices("TRAIN_BATCH_SIZE", "train_batch_size"))
+    ppo_mini_batch_size: _PosInt = Field(
+        16, validation_alias=AliasChoices("PPO_MINI_BATCH_SIZE", "ppo_mini_batch_size")
+    )
+    n_resp_per_prompt: _PosInt = Field(8, validation_alias=AliasChoices("N_RESP_PER_PROMPT", "n_resp_per_prompt"))
+    rollout_tp: _PosInt = Field(2, validation_alias=AliasChoices("ROLLOUT_TP", "rollout_tp"))
+    rollout_name: str = Field("vllm", validation_alias=AliasChoices("ROLLOUT_NAME", "rollout_name"))
+    gpu_memory_utilization: float = Field(
+        0.6, gt=0.05, le=0.95, validation_alias=AliasChoices("GPU_MEMORY_UTILIZATION", "gpu_memory_utilization")
+    )
+    save_freq: _PosInt = Field(5, validation_alias=AliasChoices("SAVE_FREQ", "save_freq"))
+    ckpt_dir: str | None = Field(None, validation_alias=AliasChoices("CKPT_DIR", "ckpt_dir"))
+    project_name: str = Field("verl-dapo", validation_alias=AliasChoices("PROJECT_NAME", "project_name"))
+    experiment_name: str | None = Field(None, validation_alias=AliasChoices("EXP_NAME", "experiment_name"))
+    max_oom_retries: int = Field(2, ge=0, le=10, validation_alias=AliasChoices("MAX_OOM_RETRIES", "max_oom_retries"))
+    user_features: str = Field("", validation_alias=AliasChoices("USER_FEATURES", "user_features"))
+    enable_offload: str = Field("False", validation_alias=AliasChoices("ENABLE_OFFLOAD", "enable_offload"))
+
+    @field_validator("framework", mode="before")
+    @classmethod
+    def _framework_alias(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in {"fsdp2", "fsdp"}:
+            return Framework.FSDP
+        if isinstance(value, str):
+            return value.strip().lower()
+        return value
+
+    @field_validator("verl_home", "model_path", "train_file", "val_file", "ckpt_dir")
+    @classmethod
+    def _safe_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        check_path_text(value)
+        return value
+
+    @field_validator("verl_home")
+    @classmethod
+    def _absolute_home(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"VERL_HOME must be an absolute path inside the target, got {value!r}")
+        return str(PurePosixPath(value))
+
+    @field_validator("project_name", "experiment_name", "rollout_name")
+    @classmethod
+    def _safe_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        check_name_text(value)
+        return value
+
+    @model_validator(mode="after")
+    def _features_parse(self) -> TrainingSettings:
+        self.feature_choice()  # raises a clear ValueError on unknown names or a bad ENABLE_OFFLOAD
+        return self
+
+    def feature_choice(self) -> FeatureChoice:
+        return choice_from_env(self.user_features, self.enable_offload)
+
+    @property
+    def colocated_gpus(self) -> int:
+        return self.n_gpus or (self.trainer_gpus + self.rollout_gpus)
+
+    def required_gpus(self) -> int:
+        return self.colocated_gpus if self.mode is Mode.DAPO else self.trainer_gpus + self.rollout_gpus
+
+    def resolved_model_path(self) -> str:
+        return _under(self.verl_home, "models", self.model_path)
+
+    def resolved_train_file(self) -> str:
+        return _under(self.verl_home, "data", self.train_file)
+
+    def resolved_val_file(self) -> str:
+        return _under(self.verl_home, "data", self.val_file)
+
+
+def _under(home: str, sub: str, value: str) -> str:
+    """Relative names (the original defaults such as ``Qwen3-8B``) live under VERL_HOME/models|data."""
+    if value.startswith("/"):
+        return str(PurePosixPath(value))
+    return str(PurePosixPath(home) / sub / value)
+
+
+_FORBIDDEN_CHARS = frozenset("\x00\n\r")
+_MAX_PATH = 4096
+
+
+def check_path_text(value: str) -> None:
+    """Reject path strings that could act as an option or escape: leading '-', NUL, newlines, '..'."""
+    if not value or len(value) > _MAX_PATH:
+        raise ValueError("path must be 1..4096 characters")
+    if value.startswith("-"):
+        raise ValueError(f"path may not start with '-': {value[:60]!r}")
+    if any(ch in _FORBIDDEN_CHARS for ch in value):
+        raise ValueError("path may not contain NUL or newline characters")
+    if ".." in PurePosixPath(value).parts:
+        raise ValueError(f"path may not contain '..': {value[:60]!r}")
+
+
+def check_name_text(value: str) -> None:
+    """Names that end up in Hydra values and directory names: a conservative character set."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", value):
+        raise ValueError(
+            f"{value[:60]!r} is not a valid name: use letters, digits, '.', '_' or '-' (max 128), not starting with '-'"
+        )

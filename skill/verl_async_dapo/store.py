@@ -1,0 +1,363 @@
+"""SQLite state shared by the MCP server, the CLI and the supervisors: the only module speaking SQL.
+
+WAL mode lets the server and a supervisor read and write at once; every change is one
+``BEGIN IMMEDIATE`` transaction, so a process killed at any instant leaves either the whole
+change or none of it. The schema is versioned with ``PRAGMA user_version`` and migrated
+forward only. Events are append-only (triggers refuse UPDATE and DELETE). No secret is ever
+written here: answers hold references into the secret store instead.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as _secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_MIGRATIONS: tuple[str, ...] = (
+    # 1: the initial schema.
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY, created_at REAL NOT NULL, updated_at REAL NOT NULL
+    );
+    CREATE TABLE answers (
+        session_id TEXT NOT NULL REFERENCES sessions(id), question TEXT NOT NULL,
+        value TEXT NOT NULL, revision INTEGER NOT NULL DEFAULT 1, answered_at REAL NOT NULL,
+        PRIMARY KEY (session_id, question)
+    );
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL UNIQUE REFERENCES sessions(id),
+        created_at REAL NOT NULL, updated_at REAL NOT NULL, status TEXT NOT NULL,
+        target TEXT NOT NULL, spec TEXT NOT NULL,
+        supervisor_pid INTEGER, heartbeat_at REAL,
+        progress TEXT, progress_at REAL, swanlab_url TEXT,
+        final_reason TEXT, suggestions TEXT, ended_at REAL,
+        stop_requested INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_target_status ON runs(target, status);
+    CREATE TABLE attempts (
+        run_id TEXT NOT NULL REFERENCES runs(id), n INTEGER NOT NULL, status TEXT NOT NULL,
+        config TEXT NOT NULL, overrides TEXT NOT NULL, override_diff TEXT NOT NULL,
+        reason TEXT NOT NULL, job TEXT, exit_code INTEGER, error TEXT, decision TEXT,
+        started_at REAL NOT NULL, ended_at REAL,
+        PRIMARY KEY (run_id, n)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, session_id TEXT, run_id TEXT,
+        level TEXT NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, data TEXT
+    );
+    CREATE INDEX events_run ON events(run_id, id);
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    """,
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+ACTIVE_RUN_STATUSES = ("starting", "running", "retrying")
+
+
+class StoreError(RuntimeError):
+    """The state store cannot be used (disk full, unreadable file, a newer schema)."""
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    session_id: str
+    created_at: float
+    updated_at: float
+    status: str
+    target: str
+    spec: dict[str, Any]
+    supervisor_pid: int | None
+    heartbeat_at: float | None
+    progress: dict[str, Any] | None
+    progress_at: float | None
+    swanlab_url: str | None
+    final_reason: str | None
+    suggestions: list[str]
+    ended_at: float | None
+    stop_requested: bool
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    run_id: str
+    n: int
+    status: str
+    config: dict[str, Any]
+    overrides: list[str]
+    override_diff: list[str]
+    reason: str
+    job: dict[str, Any] | None
+    exit_code: int | None
+    error: dict[str, Any] | None
+    decision: dict[str, Any] | None
+    started_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    id: int
+    ts: float
+    session_id: str | None
+    run_id: str | None
+    level: str
+    kind: str
+    message: str
+    data: dict[str, Any] | None
+
+
+def new_id(prefix: str) -> str:
+    """Unguessable ids: 128 random bits."""
+    return f"{prefix}_{_secrets.token_urlsafe(16)}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the state store at {path}: {exc}") from exc
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change; BEGIN IMMEDIATE takes the write lock up front (no upgrade deadlocks)."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"state store busy or unwritable: {exc}") from exc
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._conn.execute("ROLLBACK")
+            raise StoreError(f"could not save state ({exc}); nothing was changed") from exc
+
+    def _migrate(self) -> None:
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"state store {self.path} has schema {version}, newer than this program's {SCHEMA_VERSION}; "
+                "upgrade verl-async-dapo"
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction() as conn:
+                # executescript would COMMIT our transaction; run statements one by one instead.
+                for statement in _split_sql(_MIGRATIONS[target - 1]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={target}")
+
+    # -- sessions and answers -------------------------------------------------------------
+
+    def create_session(self) -> str:
+        session_id = new_id("ses")
+        now = time.time()
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
+            _event(conn, "info", "session_created", "session created", session_id=session_id)
+        return session_id
+
+    def session_exists(self, session_id: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
+
+    def current_session(self) -> str | None:
+        """The latest session whose run has not finished (or that has no run yet)."""
+        row = self._conn.execute(
+            """SELECT s.id FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
+               WHERE r.id IS NULL OR r.status IN ('starting','running','retrying')
+               ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1"""
+        ).fetchone()
+        return row[0] if row else None
+
+    def answers(self, session_id: str) -> dict[str, Any]:
+        rows = self._conn.execute("SELECT question, value FROM answers WHERE session_id=?", (session_id,))
+        return {question: json.loads(value) for question, value in rows}
+
+    def set_answer(self, session_id: str, question: str, value: Any) -> int:
+        """Record (or revise) an answer; refused once the session has a run. Returns the revision."""
+        now = time.time()
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM runs WHERE session_id=?", (session_id,)).fetchone():
+                raise StoreError("this session's answers are frozen into its run")
+            conn.execute(
+                """INSERT INTO answers (session_id, question, value, revision, answered_at) VALUES (?,?,?,1,?)
+                   ON CONFLICT(session_id, question) DO UPDATE SET value=excluded.value,
+                   revision=answers.revision+1, answered_at=excluded.answered_at""",
+                (session_id, question, _dumps(value), now),
+            )
+            conn.execute("UPDATE sessions SET updated_at=? WHERE id=?", (now, session_id))
+            revision = conn.execute(
+                "SELECT revision FROM answers WHERE session_id=? AND question=?", (session_id, question)
+            ).fetchone()[0]
+        return int(revision)
+
+    # -- runs -------------------------------------------------------------------------------
+
+    def create_run(self, session_id: str, target: str, spec: dict[str, Any]) -> str:
+        """Freeze a session into a run; exactly one run per session even under concurrent calls."""
+        run_id = new_id("run")
+        now = time.time()
+        with self.transaction() as conn:
+            existing = conn.execute("SELECT id FROM runs WHERE session_id=?", (session_id,)).fetchone()
+            if existing:
+                raise StoreError(f"this session already started run {existing[0]}")
+            conn.execute(
+                """INSERT INTO runs (id, session_id, created_at, updated_at, status, target, spec)
+                   VALUES (?,?,?,?, 'starting', ?, ?)""",
+                (run_id, session_id, now, now, target, _dumps(spec)),
+            )
+            _event(conn, "info", "run_created", f"run {run_id} created", session_id=session_id, run_id=run_id)
+        return run_id
+
+    def active_runs_on(self, target: str) -> list[str]:
+        rows = self._conn.execute(
+            "SELECT id FROM runs WHERE target=? AND status IN ('starting','running','retrying')", (target,)
+        )
+        return [r[0] for r in rows]
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self._conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
+        return None if row is None else _run_row(row)
+
+    def run_for_session(self, session_id: str) -> RunRow | None:
+        row = self._conn.execute("SELECT * FROM runs WHERE session_id=?", (session_id,)).fetchone()
+        return None if row is None else _run_row(row)
+
+    def runs(self, limit: int = 50) -> list[RunRow]:
+        rows = self._conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
+        return [_run_row(r) for r in rows]
+
+    def latest_run(self) -> RunRow | None:
+        found = self.runs(limit=1)
+        return found[0] if found else None
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        allowed = {
+            "status", "supervisor_pid", "heartbeat_at", "progress", "progress_at", "swanlab_url",
+            "final_reason", "suggestions", "ended_at", "stop_requested",
+        }  # fmt: skip
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"not run fields: {sorted(unknown)}")
+        encoded = {k: _dumps(v) if k in {"progress", "suggestions"} and v is not None else v for k, v in fields.items()}
+        encoded["updated_at"] = time.time()
+        assignments = ", ".join(f"{k}=?" for k in encoded)
+        with self.transaction() as conn:
+            conn.execute(f"UPDATE runs SET {assignments} WHERE id=?", (*encoded.values(), run_id))  # noqa: S608
+
+    # -- attempts ---------------------------------------------------------------------------
+
+    def add_attempt(self, run_id: str, n: int, *, config: dict[str, Any], overrides: list[str],
+                    override_diff: list[str], reason: str) -> None:  # fmt: skip
+        with self.transaction() as conn:
+            conn.execute(
+                """INSERT INTO attempts (run_id, n, status, config, overrides, override_diff, reason, started_at)
+                   VALUES (?,?, 'launching', ?,?,?,?,?)""",
+                (run_id, n, _dumps(config), _dumps(overrides), _dumps(override_diff), reason, time.time()),
+            )
+
+    def update_attempt(self, run_id: str, n: int, **fields: Any) -> None:
+        allowed = {"status", "job", "exit_code", "error", "decision", "ended_at"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"not attempt fields: {sorted(unknown)}")
+        encoded = {
+            k: _dumps(v) if k in {"job", "error", "decision"} and v is not None else v for k, v in fields.items()
+        }
+        assignments = ", ".join(f"{k}=?" for k in encoded)
+        with self.transaction() as conn:
+            conn.execute(f"UPDATE attempts SET {assignments} WHERE run_id=? AND n=?", (*encoded.values(), run_id, n))  # noqa: S608
+
+    def attempts(self, run_id: str) -> list[AttemptRow]:
+        rows = self._conn.execute("SELECT * FROM attempts WHERE run_id=? ORDER BY n", (run_id,))
+        return [_attempt_row(r) for r in rows]
+
+    # -- events -----------------------------------------------------------------------------
+
+    def add_event(self, level: str, kind: str, message: str, *, session_id: str | None = None,
+                  run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
+        with self.transaction() as conn:
+            _event(conn, level, kind, message, session_id=session_id, run_id=run_id, data=data)
+
+    def events(self, run_id: str | None = None, *, after_id: int = 0, limit: int = 200) -> list[EventRow]:
+        if run_id is None:
+            rows = self._conn.execute("SELECT * FROM events WHERE id>? ORDER BY id LIMIT ?", (after_id, limit))
+        else:
+            rows = self._conn.execute(
+                "SELECT * FROM events WHERE run_id=? AND id>? ORDER BY id LIMIT ?", (run_id, after_id, limit)
+            )
+        return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
+
+    def integrity_ok(self) -> bool:
+        return self._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, session_id: str | None = None,
+           run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
+    conn.execute(
+        "INSERT INTO events (ts, session_id, run_id, level, kind, message, data) VALUES (?,?,?,?,?,?,?)",
+        (time.time(), session_id, run_id, level, kind, message, None if data is None else _dumps(data)),
+    )
+
+
+def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
+    return RunRow(
+        id=r[0], session_id=r[1], created_at=r[2], updated_at=r[3], status=r[4], target=r[5],
+        spec=json.loads(r[6]), supervisor_pid=r[7], heartbeat_at=r[8], progress=_loads(r[9]),
+        progress_at=r[10], swanlab_url=r[11], final_reason=r[12], suggestions=_loads(r[13]) or [],
+        ended_at=r[14], stop_requested=bool(r[15]),
+    )  # fmt: skip
+
+
+def _attempt_row(r: sqlite3.Row | tuple[Any, ...]) -> AttemptRow:
+    return AttemptRow(
+        run_id=r[0], n=r[1], status=r[2], config=json.loads(r[3]), overrides=json.loads(r[4]),
+        override_diff=json.loads(r[5]), reason=r[6], job=_loads(r[7]), exit_code=r[8],
+        error=_loads(r[9]), decision=_loads(r[10]), started_at=r[11], ended_at=r[12],
+    )  # fmt: skip
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements, keeping trigger bodies (which contain ';') whole."""
+    statements: list[str] = []
+    buffer: list[str] = []
+    for line in script.strip().splitlines():
+        buffer.append(line)
+        joined = "\n".join(buffer).strip()
+        if joined.endswith(";") and sqlite3.complete_statement(joined):
+            statements.append(joined)
+            buffer = []
+    if "".join(buffer).strip():
+        statements.append("\n".join(buffer))
+    return statements

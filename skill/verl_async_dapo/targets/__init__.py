@@ -1,0 +1,1 @@
+"""Targets: where training runs (docker, host; later Ray Jobs)."""
