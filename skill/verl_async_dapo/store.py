@@ -224,9 +224,9 @@ class Store:
 
     # -- runs -------------------------------------------------------------------------------
 
-    def create_run(self, session_id: str, target: str, spec: dict[str, Any]) -> str:
+    def create_run(self, session_id: str, target: str, spec: dict[str, Any], *, run_id: str | None = None) -> str:
         """Freeze a session into a run; exactly one run per session even under concurrent calls."""
-        run_id = new_id("run")
+        run_id = run_id or new_id("run")
         now = time.time()
         with self.transaction() as conn:
             existing = conn.execute("SELECT id FROM runs WHERE session_id=?", (session_id,)).fetchone()

@@ -1,0 +1,66 @@
+"""The application context shared by the MCP server, the CLI and the supervisor.
+
+Holds the state store, the secret store and the environment the process was started with.
+Built once per process from embedded defaults (SQLite in the user data dir) so the server
+starts and answers on a machine with no Docker, GPUs or verl.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from verl_async_dapo.redact import redact
+from verl_async_dapo.secret_store import SecretStore
+from verl_async_dapo.settings import config_dir, data_dir
+from verl_async_dapo.store import Store
+
+
+@dataclass
+class AppContext:
+    home: Path  # data dir: state.db, secrets/, runs/
+    config_home: Path
+    env: Mapping[str, str]
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> AppContext:
+        return cls(home=data_dir(), config_home=config_dir(), env=dict(os.environ if env is None else env))
+
+    @cached_property
+    def store(self) -> Store:
+        return Store(self.home / "state.db")
+
+    @cached_property
+    def secrets(self) -> SecretStore:
+        return SecretStore(self.home / "secrets")
+
+    @property
+    def swanlab_config_file(self) -> Path:
+        return self.config_home / "swanlab.json"
+
+    def run_dir(self, run_id: str) -> Path:
+        path = self.home / "runs" / run_id
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+    def known_secrets(self) -> list[str]:
+        """Every secret value we hold or were given, for redacting anything we show or log."""
+        values = list(self.secrets.known_values())
+        for name in ("SWANLAB_API_KEY",):
+            if self.env.get(name):
+                values.append(self.env[name])
+        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+            value = self.env.get(name, "")
+            if "@" in value:
+                values.append(value)
+        return values
+
+    def scrub(self, text: str) -> str:
+        return redact(text, self.known_secrets())
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()

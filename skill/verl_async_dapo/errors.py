@@ -1,0 +1,28 @@
+"""Which exceptions are the user's to fix (shown as a clear message) and which are our bugs.
+
+The MCP server turns the first kind into ``ToolError`` and the CLI into ``error: …`` on
+stderr; anything else propagates (a traceback in the CLI, a sanitized error in MCP).
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+def user_facing_error(exc: BaseException) -> str | None:
+    """The actionable message for an expected failure, or None for an unexpected one."""
+    from verl_async_dapo.features import FeatureError
+    from verl_async_dapo.flow import FlowError
+    from verl_async_dapo.sessions import UserInputError
+    from verl_async_dapo.store import StoreError
+    from verl_async_dapo.swanlab import SwanlabConfigError
+    from verl_async_dapo.targets.base import TargetError
+
+    if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError)):
+        return str(exc)
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+        return f"invalid input: {problems}"
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
+    return None

@@ -1,0 +1,64 @@
+"""``verl-async-dapo start``: the whole question flow answered from flags and the environment.
+
+This is what the shell scripts call. It opens its own session (so it never hijacks one an
+agent is in the middle of), answers the four questions in order with the original skill's
+environment variables, then starts training exactly as the MCP tool does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from verl_async_dapo import sessions
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.runs import StartResult, settings_with, start_training
+
+
+def _env_first(ctx: AppContext, *names: str) -> str | None:
+    for name in names:
+        if ctx.env.get(name):
+            return ctx.env[name]
+    return None
+
+
+async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
+    params = {"mode": args.mode, "framework": args.framework}
+    settings = settings_with(ctx, params)  # validate every variable before anything is created
+    sid = ctx.store.create_session()
+    await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
+    sessions.set_proxy(
+        ctx,
+        args.http_proxy or _env_first(ctx, "http_proxy", "HTTP_PROXY"),
+        args.https_proxy or _env_first(ctx, "https_proxy", "HTTPS_PROXY"),
+        args.no_proxy or _env_first(ctx, "no_proxy", "NO_PROXY"),
+        session_id=sid,
+    )
+    names = args.features.split(",") if args.features else settings.feature_choice().to_names()
+    sessions.choose_features(ctx, names, session_id=sid)
+    if sessions.preconfigured_swanlab(ctx) is None:
+        await _ask_swanlab(ctx, args, sid)
+    result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid)
+    if args.wait:
+        from verl_async_dapo.status_view import follow_status
+
+        code = await follow_status(ctx, result.run_id, 2.0)
+        if code != 0:
+            raise SystemExit(code)
+    return result
+
+
+async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:
+    if args.swanlab_mode in ("local", "disabled"):
+        await sessions.configure_swanlab(ctx, mode=args.swanlab_mode, session_id=sid)
+        return
+    if not sys.stdin.isatty():
+        raise sessions.UserInputError(
+            "SwanLab is not configured: set SWANLAB_HOST and SWANLAB_API_KEY (or SWANLAB_MODE=local / disabled), "
+            "or pass --swanlab-mode local|disabled"
+        )
+    print("SwanLab 监控配置 / SwanLab monitoring:", file=sys.stderr)
+    host = input("  Host (empty = SwanLab cloud): ").strip() or None
+    key = getpass.getpass("  API Key: ").strip() or None
+    await sessions.configure_swanlab(ctx, mode="cloud", host=host, api_key=key, session_id=sid)

@@ -1,0 +1,242 @@
+"""The question flow as a service: the four answers, validated, ordered and persisted.
+
+The MCP tools and the CLI call these functions and only translate their results and errors.
+Every function validates everything before it writes anything, so bad input changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from verl_async_dapo import swanlab as swanlab_cfg
+from verl_async_dapo.answers import (
+    ContainerAnswer,
+    FeaturesAnswer,
+    ProxyAnswer,
+    SwanlabAnswer,
+    has_credentials,
+    mask_url,
+    normalise_no_proxy,
+    normalise_proxy_value,
+)
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.features import FeatureError
+from verl_async_dapo.flow import (
+    PROMPTS,
+    FlowError,
+    Question,
+    SessionState,
+    check_answer_allowed,
+    next_question,
+    next_step_text,
+    session_state,
+)
+from verl_async_dapo.targets.base import CreateSpec, TargetError
+from verl_async_dapo.targets.registry import create_container, find_target_info
+
+
+class UserInputError(ValueError):
+    """Bad input from the user or the agent; the message says how to fix it. Nothing was changed."""
+
+
+class SessionView(BaseModel):
+    session_id: str | None
+    state: str
+    next_question: str | None
+    next_step: str
+    prompt_zh: str | None = None
+    prompt_en: str | None = None
+    answers: dict[str, Any]
+    swanlab_preconfigured: bool
+    swanlab_source: str | None = None
+    run_id: str | None = None
+
+
+RUN_TO_SESSION_STATE = {
+    "starting": SessionState.RUNNING,
+    "running": SessionState.RUNNING,
+    "retrying": SessionState.RUNNING,
+    "succeeded": SessionState.SUCCEEDED,
+    "failed": SessionState.FAILED,
+    "stopped": SessionState.STOPPED,
+}
+
+
+def preconfigured_swanlab(ctx: AppContext) -> swanlab_cfg.SwanlabConfig | None:
+    """SwanLab from the environment or the config file (env wins); None = the user must be asked."""
+    try:
+        return swanlab_cfg.resolve_configured(ctx.env, ctx.swanlab_config_file)
+    except swanlab_cfg.SwanlabConfigError as exc:
+        raise UserInputError(str(exc)) from exc
+
+
+def _answered(ctx: AppContext, session_id: str) -> dict[Question, Any]:
+    return {Question(k): v for k, v in ctx.store.answers(session_id).items()}
+
+
+def _run_state(ctx: AppContext, session_id: str) -> tuple[SessionState | None, str | None]:
+    run = ctx.store.run_for_session(session_id)
+    if run is None:
+        return None, None
+    return RUN_TO_SESSION_STATE[run.status], run.id
+
+
+def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
+    """The session's answers so far and what to do next (the current session by default)."""
+    configured = preconfigured_swanlab(ctx)
+    sid = session_id or ctx.store.current_session()
+    if sid is None:
+        return SessionView(
+            session_id=None, state=SessionState.ASK_CONTAINER.value, next_question=Question.CONTAINER.value,
+            next_step=PROMPTS[Question.CONTAINER].hint, prompt_zh=PROMPTS[Question.CONTAINER].prompt_zh,
+            prompt_en=PROMPTS[Question.CONTAINER].prompt_en, answers={},
+            swanlab_preconfigured=configured is not None, swanlab_source=configured.source if configured else None,
+        )  # fmt: skip
+    if not ctx.store.session_exists(sid):
+        raise UserInputError(f"unknown session {sid[:40]!r}; call get_session without an id for the current one")
+    answered = _answered(ctx, sid)
+    run_state, run_id = _run_state(ctx, sid)
+    pending = None if run_state else next_question(answered, configured is not None)
+    return SessionView(
+        session_id=sid,
+        state=session_state(answered, configured is not None, run_state).value,
+        next_question=pending.value if pending else None,
+        next_step=next_step_text(answered, configured is not None, run_state),
+        prompt_zh=PROMPTS[pending].prompt_zh if pending else None,
+        prompt_en=PROMPTS[pending].prompt_en if pending else None,
+        answers={q.value: v for q, v in answered.items()},
+        swanlab_preconfigured=configured is not None,
+        swanlab_source=configured.source if configured else None,
+        run_id=run_id,
+    )
+
+
+def _session_for(ctx: AppContext, question: Question, session_id: str | None = None) -> str:
+    """The given (or current) session, checked that ``question`` may be answered now."""
+    sid = session_id or ctx.store.current_session()
+    if sid is not None and not ctx.store.session_exists(sid):
+        raise UserInputError(f"unknown session {sid[:40]!r}")
+    if sid is None:
+        if question is Question.CONTAINER:
+            return ctx.store.create_session()
+        raise FlowError(PROMPTS[Question.CONTAINER].hint)
+    run_state, _ = _run_state(ctx, sid)
+    check_answer_allowed(question, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None, run_state)
+    return sid
+
+
+async def select_container(
+    ctx: AppContext,
+    name: str | None = None,
+    create: CreateSpec | None = None,
+    *,
+    allow_shared_gpus: bool = False,
+    session_id: str | None = None,
+) -> SessionView:
+    """Question 1: an existing container, the host, or a new container (``create``)."""
+    if (name is None) == (create is None):
+        raise UserInputError("give either name (an existing container or 'host') or create (a new container)")
+    sid = session_id or ctx.store.current_session()
+    if sid is not None:
+        run_state, _ = _run_state(ctx, sid)
+        check_answer_allowed(Question.CONTAINER, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None, run_state)
+    try:
+        if create is not None:
+            info = await create_container(create)
+            created = True
+        else:
+            assert name is not None
+            info = await find_target_info(name)
+            created = False
+    except TargetError as exc:
+        raise UserInputError(str(exc)) from exc
+    busy = [r for r in ctx.store.active_runs_on(info.name)]
+    if busy and not allow_shared_gpus:
+        raise UserInputError(
+            f"{info.name} is busy: run {busy[0]} is training there and holds its GPUs. Stop it with stop_training, "
+            "choose another container, or pass allow_shared_gpus=true if the user explicitly wants both"
+        )
+    answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus)
+    sid = sid or ctx.store.create_session()
+    ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
+    return view(ctx, sid)
+
+
+def set_proxy(
+    ctx: AppContext,
+    http_proxy: str | None = None,
+    https_proxy: str | None = None,
+    no_proxy: str | None = None,
+    *,
+    session_id: str | None = None,
+) -> SessionView:
+    """Question 2: proxy URLs; all empty (or "无"/"none") = no proxy."""
+    try:
+        values = {
+            "http_proxy": normalise_proxy_value(http_proxy, field="http_proxy"),
+            "https_proxy": normalise_proxy_value(https_proxy, field="https_proxy"),
+            "no_proxy": normalise_no_proxy(no_proxy),
+        }
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from exc
+    sid = _session_for(ctx, Question.PROXY, session_id)
+    secret_ref = None
+    if any(has_credentials(v) for v in values.values()):
+        secret_ref = ctx.secrets.put(_json({k: v for k, v in values.items() if v}), label="proxy")
+    answer = ProxyAnswer(
+        http_proxy=mask_url(values["http_proxy"]), https_proxy=mask_url(values["https_proxy"]),
+        no_proxy=values["no_proxy"], secret_ref=secret_ref,
+    )  # fmt: skip
+    ctx.store.set_answer(sid, Question.PROXY.value, answer.model_dump())
+    return view(ctx, sid)
+
+
+def choose_features(ctx: AppContext, names: list[str], *, session_id: str | None = None) -> SessionView:
+    """Question 3: explicit features; [] or ["default"] = the default performance features."""
+    try:
+        answer = FeaturesAnswer.from_names(names)
+    except FeatureError as exc:
+        raise UserInputError(str(exc)) from exc
+    sid = _session_for(ctx, Question.FEATURES, session_id)
+    ctx.store.set_answer(sid, Question.FEATURES.value, answer.model_dump())
+    return view(ctx, sid)
+
+
+async def configure_swanlab(
+    ctx: AppContext,
+    *,
+    mode: str = "cloud",
+    host: str | None = None,
+    api_key: str | None = None,
+    log_dir: str | None = None,
+    save: bool = False,
+    session_id: str | None = None,
+) -> tuple[SessionView, swanlab_cfg.KeyCheck]:
+    """Question 4: SwanLab host + key (checked against the host before it is accepted)."""
+    try:
+        cfg = swanlab_cfg.session_config(mode=mode, host=host, api_key=api_key, log_dir=log_dir)
+    except (ValueError, swanlab_cfg.SwanlabConfigError) as exc:
+        raise UserInputError(ctx.scrub(str(exc))) from exc
+    sid = _session_for(ctx, Question.SWANLAB, session_id)
+    check = await swanlab_cfg.check_key(cfg)
+    if check.status in ("wrong_key", "unreachable", "error"):
+        raise UserInputError(f"SwanLab key check: {check.message}")
+    key_ref = None
+    if cfg.api_key is not None:
+        key_ref = ctx.secrets.put(cfg.api_key.get_secret_value(), label="swanlab")
+    if save:
+        swanlab_cfg.save_config_file(cfg, ctx.swanlab_config_file)
+    answer = SwanlabAnswer(
+        mode=cfg.mode.value, host=cfg.host, key_ref=key_ref, log_dir=cfg.log_dir, source="session",
+        key_check=check.status,
+    )  # fmt: skip
+    ctx.store.set_answer(sid, Question.SWANLAB.value, answer.model_dump())
+    return view(ctx, sid), check
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,356 @@
+"""The per-run supervisor: a detached process that keeps one training run going.
+
+It launches attempt 1 (after validating the overrides inside the target), follows the
+attempt's log as a stream, and when the attempt ends decides by the classified cause:
+exit 0 → succeeded; GPU/rollout OOM → relaunch with the next memory-saving step, resuming from
+the last checkpoint; anything else → failed with suggestions. It is silent while healthy:
+only errors, recoveries and the final state become events.
+
+Exactly one supervisor per run: it holds an exclusive ``flock`` on the run's lock file for its
+whole life. A server or CLI that finds the lock free while the run is active starts a new one,
+which reattaches to the running attempt instead of launching a second copy.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+
+from verl_async_dapo import policy
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.launching import plan_for
+from verl_async_dapo.logs.classify import classify
+from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.policy import AttemptConfig
+from verl_async_dapo.preflight import validate_overrides
+from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
+from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.registry import get_target
+from verl_async_dapo.verl import override_diff
+
+log = logging.getLogger("verl_async_dapo.supervisor")
+
+HEARTBEAT_SECONDS = 5.0
+PROGRESS_WRITE_SECONDS = 2.0
+STOP_POLL_SECONDS = 1.0
+CLASSIFY_TAIL_BYTES = 1 << 20
+FOLLOW_RETRY_SECONDS = 2.0
+
+
+def lock_path(ctx: AppContext, run_id: str) -> Path:
+    return ctx.run_dir(run_id) / "supervisor.lock"
+
+
+def try_lock(path: Path) -> IO[bytes] | None:
+    """Take the run's exclusive lock, or None when another live supervisor holds it."""
+    handle = path.open("ab")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def supervisor_alive(ctx: AppContext, run_id: str) -> bool:
+    handle = try_lock(lock_path(ctx, run_id))
+    if handle is None:
+        return True
+    handle.close()  # closing releases the probe's lock at once
+    return False
+
+
+class Supervisor:
+    def __init__(self, ctx: AppContext, run_id: str) -> None:
+        self.ctx = ctx
+        self.run_id = run_id
+        row = ctx.store.run(run_id)
+        if row is None:
+            raise ValueError(f"unknown run {run_id}")
+        self.spec = RunSpec.model_validate(row.spec)
+        self.settings = self.spec.training_settings()
+        self.target: Target = get_target(self.spec.target)
+        self._stop_requested = False
+
+    # -- the main loop ------------------------------------------------------------------
+
+    async def run(self) -> str:
+        """Drive the run to a final state; returns it."""
+        self.ctx.store.update_run(self.run_id, supervisor_pid=os.getpid(), heartbeat_at=time.time())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeat)
+            final = await self._drive()
+            tg.cancel_scope.cancel()
+        return final
+
+    async def _drive(self) -> str:
+        attempts = self.ctx.store.attempts(self.run_id)
+        if attempts and attempts[-1].status in ("launching", "running"):
+            current = attempts[-1]
+            handle = await self._reattach(current)
+        else:
+            if attempts:  # the previous supervisor died between attempts: continue the ladder
+                return await self._after_attempt(attempts[-1])
+            handle = await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
+            current = self.ctx.store.attempts(self.run_id)[-1]
+        while True:
+            if handle is None:  # launch refused (validation) or failed: final state already written
+                return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
+            await self._watch(current, handle)
+            current = self.ctx.store.attempts(self.run_id)[-1]
+            outcome = await self._after_attempt(current)
+            if outcome != "relaunched":
+                return outcome
+            current = self.ctx.store.attempts(self.run_id)[-1]
+            handle = JobHandle(**current.job) if current.job else None
+
+    async def _after_attempt(self, attempt: AttemptRow) -> str:
+        """Decide what follows a finished attempt: done, relaunch, or give up."""
+        if attempt.status == "succeeded":
+            return self._finish("succeeded", "training finished (exit code 0)", [])
+        if self._stop_requested or self._stop_flag():
+            return self._finish("stopped", "stopped on request", [])
+        if attempt.status == "rejected":
+            return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
+        category = ErrorCategory(attempt.error["category"]) if attempt.error else None
+        config = attempt_config_from_dict(attempt.config)
+        relaunches = len(self.ctx.store.attempts(self.run_id)) - 1
+        decision = policy.decide(
+            config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
+            base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
+        )  # fmt: skip
+        self.ctx.store.update_attempt(
+            self.run_id, attempt.n,
+            decision={"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
+                      "suggestions": list(decision.suggestions)},
+        )  # fmt: skip
+        if not decision.relaunch or decision.next_config is None:
+            return self._finish("failed", decision.reason, list(decision.suggestions))
+        self.ctx.store.update_run(self.run_id, status="retrying")
+        self.ctx.store.add_event(
+            "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
+            run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes)},
+        )  # fmt: skip
+        await self._make_sure_dead(attempt)
+        resumed = await self._checkpointed_step()
+        reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
+        handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
+        return "relaunched" if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
+
+    # -- launching ----------------------------------------------------------------------
+
+    async def _launch(
+        self, n: int, config: AttemptConfig, reason: str, previous: AttemptRow | None
+    ) -> JobHandle | None:
+        plan, secret_env = plan_for(self.ctx, self.spec, config, with_secrets=True)
+        diff = override_diff(previous.overrides, plan.overrides) if previous else []
+        self.ctx.store.add_attempt(
+            self.run_id, n, config=attempt_config_to_dict(config), overrides=list(plan.overrides),
+            override_diff=diff, reason=reason,
+        )  # fmt: skip
+        entry = plan.entry
+        result = await validate_overrides(
+            self.target, entry.cwd, entry.config_path, entry.config_name, list(plan.overrides)
+        )
+        if not result.ok:
+            error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",
+                     "excerpt": self.ctx.scrub(result.error or "")[:2000], "line": None}  # fmt: skip
+            self.ctx.store.update_attempt(self.run_id, n, status="rejected", error=error, ended_at=time.time())
+            self._finish("failed", "verl rejected the overrides before launch: " + (result.error or "")[:500],
+                         ["fix the named key (see check_errors); nothing was launched"])  # fmt: skip
+            return None
+        if self._stop_flag():
+            self.ctx.store.update_attempt(self.run_id, n, status="stopped", ended_at=time.time())
+            self._finish("stopped", "stopped on request before launch", [])
+            return None
+        log_path = self.spec.attempt_log(n)
+        try:
+            handle = await self.target.start_detached(
+                plan.argv, env={**plan.env, **secret_env}, cwd=entry.cwd, job_dir=self.spec.attempt_dir(n),
+                log_path=log_path,
+            )  # fmt: skip
+        except TargetError as exc:
+            error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "launch_failed",
+                     "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
+            self.ctx.store.update_attempt(self.run_id, n, status="failed", error=error, ended_at=time.time())
+            self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
+            return None
+        self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle.__dict__)
+        self.ctx.store.update_run(self.run_id, status="running")
+        await self._link_stable_log(log_path)
+        return handle
+
+    async def _link_stable_log(self, log_path: str) -> None:
+        """Point {VERL_HOME}/train.log at this attempt's log, for users who tail it."""
+        try:
+            await self.target.run(["ln", "-sfn", "--", log_path, self.spec.stable_log_path()], timeout=15)
+        except TargetError as exc:  # a convenience: never fail a launch over it
+            log.warning("could not link %s: %s", self.spec.stable_log_path(), exc)
+
+    async def _reattach(self, attempt: AttemptRow) -> JobHandle | None:
+        if attempt.job is None:
+            # Died between recording and starting: the job dir tells whether it started.
+            size = await self.target.file_size(f"{self.spec.attempt_dir(attempt.n)}/pgid")
+            if size is None:
+                self.ctx.store.update_attempt(self.run_id, attempt.n, status="abandoned", ended_at=time.time())
+                config = attempt_config_from_dict(attempt.config)
+                return await self._relaunch_same(attempt, config)
+            handle = JobHandle(target=self.spec.target, job_dir=self.spec.attempt_dir(attempt.n),
+                               log_path=self.spec.attempt_log(attempt.n))  # fmt: skip
+            self.ctx.store.update_attempt(self.run_id, attempt.n, status="running", job=handle.__dict__)
+            return handle
+        log.info("reattaching to attempt %d", attempt.n)
+        return JobHandle(**attempt.job)
+
+    async def _relaunch_same(self, attempt: AttemptRow, config: AttemptConfig) -> JobHandle | None:
+        previous = self.ctx.store.attempts(self.run_id)[-2] if attempt.n > 1 else None
+        return await self._launch(attempt.n + 1, config, "supervisor restarted before the launch", previous)
+
+    # -- watching -----------------------------------------------------------------------
+
+    async def _watch(self, attempt: AttemptRow, handle: JobHandle) -> None:
+        """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
+        parser = ProgressParser()
+        last_write = 0.0
+        offset: int | None = None if attempt.status == "running" and self._progress_known() else 0
+        while True:
+            try:
+                async for chunk in self.target.follow(handle, from_offset=offset):
+                    parser.feed(chunk.decode("utf-8", errors="replace"))
+                    now = time.monotonic()
+                    if now - last_write >= PROGRESS_WRITE_SECONDS:
+                        self._save_progress(parser, attempt.n)
+                        last_write = now
+                    offset = None
+            except TargetError as exc:
+                log.warning("lost the log stream (%s); retrying", exc)
+            status = await self._job_status(handle)
+            if status is not None and not status.running:
+                break
+            await anyio.sleep(FOLLOW_RETRY_SECONDS)
+            offset = None
+        self._save_progress(parser, attempt.n)
+        tail = await self.target.read_tail(handle.log_path, CLASSIFY_TAIL_BYTES)
+        text = tail.decode("utf-8", errors="replace")
+        exit_code = status.exit_code
+        if exit_code == 0:
+            self.ctx.store.update_attempt(self.run_id, attempt.n, status="succeeded", exit_code=0, ended_at=time.time())
+            return
+        found = classify(text).primary
+        error = None
+        if found is not None:
+            error = {"category": found.category.value, "kind": found.kind, "line": found.line,
+                     "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase}  # fmt: skip
+        elif exit_code is None:
+            error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
+                     "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
+        status_name = "stopped" if self._stop_flag() else "failed"
+        self.ctx.store.update_attempt(
+            self.run_id, attempt.n, status=status_name, exit_code=exit_code, error=error, ended_at=time.time()
+        )
+
+    async def _job_status(self, handle: JobHandle) -> Any:
+        try:
+            return await self.target.job_status(handle)
+        except TargetError as exc:
+            log.warning("cannot read job status (%s); will retry", exc)
+            return None
+
+    def _progress_known(self) -> bool:
+        row = self.ctx.store.run(self.run_id)
+        return row is not None and row.progress is not None
+
+    def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
+        snapshot = parser.snapshot().to_dict()
+        snapshot["attempt"] = attempt_n
+        fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
+        if snapshot.get("swanlab_url"):
+            fields["swanlab_url"] = snapshot["swanlab_url"]
+        self.ctx.store.update_run(self.run_id, **fields)
+
+    # -- recovery helpers -----------------------------------------------------------------
+
+    async def _make_sure_dead(self, attempt: AttemptRow) -> None:
+        """The previous attempt's processes (and Ray) must be gone before the next starts."""
+        if attempt.job:
+            try:
+                await self.target.stop_job(JobHandle(**attempt.job), grace_seconds=5.0)
+            except TargetError as exc:
+                log.warning("cleanup of attempt %d: %s", attempt.n, exc)
+
+    async def _checkpointed_step(self) -> int | None:
+        plan, _ = plan_for(self.ctx, self.spec, self.spec.first_attempt_config(), with_secrets=False)
+        try:
+            data = await self.target.read_tail(f"{plan.checkpoint_dir}/latest_checkpointed_iteration.txt", 64)
+        except TargetError:
+            return None
+        text = data.decode(errors="replace").strip()
+        return int(text) if text.isdigit() else None
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _stop_flag(self) -> bool:
+        row = self.ctx.store.run(self.run_id)
+        self._stop_requested = self._stop_requested or bool(row and row.stop_requested)
+        return self._stop_requested
+
+    def _finish(self, status: str, reason: str, suggestions: list[str]) -> str:
+        reason = self.ctx.scrub(reason)
+        self.ctx.store.update_run(self.run_id, status=status, final_reason=reason, suggestions=suggestions,
+                                  ended_at=time.time())  # fmt: skip
+        level = "info" if status in ("succeeded", "stopped") else "error"
+        self.ctx.store.add_event(level, f"run_{status}", reason, run_id=self.run_id,
+                                 data={"suggestions": suggestions})  # fmt: skip
+        return status
+
+    async def _heartbeat(self) -> None:
+        """Heartbeat for humans and tools, and the stop flag: a cheap read every second."""
+        last_beat = 0.0
+        while True:
+            await anyio.sleep(STOP_POLL_SECONDS)
+            if not self._stop_requested and self._stop_flag():
+                await self._stop_current()
+            if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+                self.ctx.store.update_run(self.run_id, heartbeat_at=time.time())
+                last_beat = time.monotonic()
+
+    async def _stop_current(self) -> None:
+        attempts = self.ctx.store.attempts(self.run_id)
+        if attempts and attempts[-1].job and attempts[-1].status == "running":
+            try:
+                await self.target.stop_job(JobHandle(**attempts[-1].job), grace_seconds=10.0)
+            except TargetError as exc:
+                log.error("stop failed: %s", exc)
+
+
+def main(run_id: str) -> int:
+    """Entry of ``verl-async-dapo supervise RUN_ID`` (started detached by start_training)."""
+    ctx = AppContext.from_environment()
+    lock = try_lock(lock_path(ctx, run_id))
+    if lock is None:
+        return 0  # another supervisor owns this run
+    logging.basicConfig(
+        filename=str(ctx.run_dir(run_id) / "supervisor.log"), level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )  # fmt: skip
+    try:
+        row = ctx.store.run(run_id)
+        if row is None or row.status not in ("starting", "running", "retrying"):
+            return 0
+        final = anyio.run(Supervisor(ctx, run_id).run)
+        log.info("run %s ended: %s", run_id, final)
+        return 0
+    except Exception as exc:  # the run must not stay "running" forever because of our bug
+        log.exception("supervisor crashed")
+        ctx.store.add_event("error", "supervisor_error", ctx.scrub(f"supervisor error: {exc}"), run_id=run_id)
+        raise
+    finally:
+        lock.close()

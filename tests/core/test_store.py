@@ -1,0 +1,155 @@
+"""The SQLite store: transactions, append-only events, migrations, two processes, SIGKILL safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from verl_async_dapo.store import SCHEMA_VERSION, Store, StoreError
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(tmp_path / "state.db")
+    yield s
+    s.close()
+
+
+def test_wal_schema_version_and_ids(store: Store) -> None:
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    ids = {store.create_session() for _ in range(50)}
+    assert len(ids) == 50 and all(len(i) > 20 for i in ids)
+
+
+def test_answers_revise_and_freeze(store: Store) -> None:
+    sid = store.create_session()
+    assert store.set_answer(sid, "container", {"name": "a"}) == 1
+    assert store.set_answer(sid, "container", {"name": "b"}) == 2
+    assert store.answers(sid) == {"container": {"name": "b"}}
+    store.create_run(sid, "b", {"x": 1})
+    with pytest.raises(StoreError, match="frozen"):
+        store.set_answer(sid, "proxy", {})
+    assert store.answers(sid) == {"container": {"name": "b"}}  # refused change left nothing behind
+
+
+def test_one_run_per_session(store: Store) -> None:
+    sid = store.create_session()
+    store.create_run(sid, "t", {})
+    with pytest.raises(StoreError, match="already started"):
+        store.create_run(sid, "t", {})
+
+
+def test_current_session_is_latest_unfinished(store: Store) -> None:
+    first = store.create_session()
+    run = store.create_run(first, "t", {})
+    assert store.current_session() == first  # running counts as unfinished
+    second = store.create_session()
+    assert store.current_session() == second
+    store.update_run(run, status="succeeded")
+    assert store.current_session() == second
+
+
+def test_events_are_append_only(store: Store) -> None:
+    store.add_event("error", "x", "boom")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store._conn.execute("UPDATE events SET message='changed'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        store._conn.execute("DELETE FROM events")
+    assert [e.message for e in store.events()] == ["boom"]
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(path)
+
+
+def test_migration_is_idempotent(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    s = Store(path)
+    sid = s.create_session()
+    s.close()
+    again = Store(path)
+    assert again.session_exists(sid)
+    again.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from verl_async_dapo.store import Store
+    s = Store(Path(sys.argv[1]))
+    sid = s.create_session()
+    print(sid, flush=True)
+    i = 0
+    while True:
+        i += 1
+        with s.transaction() as conn:
+            conn.execute("INSERT INTO events (ts, session_id, level, kind, message) VALUES (?,?,?,?,?)",
+                         (time.time(), sid, "info", "pair", f"a{i}"))
+            time.sleep(0.002)  # widen the window between the two halves of the change
+            conn.execute("INSERT INTO events (ts, session_id, level, kind, message) VALUES (?,?,?,?,?)",
+                         (time.time(), sid, "info", "pair", f"b{i}"))
+        s.set_answer(sid, "proxy", {"n": i})
+    """
+)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.13, 0.31])
+def test_sigkill_mid_transaction_leaves_store_consistent(tmp_path: Path, delay: float) -> None:
+    path = tmp_path / "state.db"
+    Store(path).close()
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    sid = proc.stdout.readline().strip()  # type: ignore[union-attr]
+    time.sleep(delay)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    s = Store(path)
+    assert s.integrity_ok()
+    pairs = [e.message for e in s.events(limit=10**9) if e.kind == "pair"]
+    a = {m[1:] for m in pairs if m.startswith("a")}
+    b = {m[1:] for m in pairs if m.startswith("b")}
+    assert a == b  # every committed change is whole: no half of a transaction survives
+    answer = s.answers(sid).get("proxy")
+    if answer is not None:
+        assert int(answer["n"]) >= max((int(x) for x in a), default=0) - 1  # committed answers are kept
+    s.close()
+
+
+def test_two_processes_write_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    s = Store(path)
+    sid = s.create_session()
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from verl_async_dapo.store import Store
+        s = Store(Path(sys.argv[1]))
+        for i in range(200):
+            s.add_event("info", "w", sys.argv[2] + str(i), session_id=sys.argv[3])
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), tag, sid]) for tag in ("x", "y")]
+    for i in range(200):
+        s.set_answer(sid, "features", {"i": i})
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    messages = [e.message for e in s.events(limit=1000) if e.kind == "w"]
+    assert len(messages) == 400
+    assert s.answers(sid)["features"] == {"i": 199}
+    s.close()
