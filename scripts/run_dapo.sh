@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+#: Usage: TRAIN_STEPS=4 CONTAINER=jins bash scripts/run_dapo.sh
+#:
+#: Starts single-async DAPO training (verl's DAPO recipe, colocated) with the default
+#: performance features, then follows it until it ends. OOM recovery happens in the
+#: background supervisor: offload, then recompute, resuming from the last checkpoint, at most
+#: MAX_OOM_RETRIES times. Ctrl-C stops following, not training.
+#:
+#: Environment (defaults from the original skill): CONTAINER=jins, FRAMEWORK=megatron|fsdp,
+#: MODEL_PATH=Qwen3-8B, TRAIN_FILE=dapo-math-17k.parquet, VAL_FILE=aime-2024.parquet,
+#: TRAIN_STEPS=100, N_GPUS (default TRAINER_GPUS+ROLLOUT_GPUS), MAX_RESPONSE_LENGTH=8192,
+#: USER_FEATURES (comma-separated), ENABLE_OFFLOAD=False, MAX_OOM_RETRIES=2,
+#: SWANLAB_HOST / SWANLAB_API_KEY / SWANLAB_MODE, http_proxy / https_proxy / no_proxy.
+#: DETACH=1 returns right after the start instead of following.
+set -euo pipefail
+# shellcheck source=scripts/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+wants_help "$@" && print_help "${BASH_SOURCE[0]}"
+
+export MODE=dapo
+container="${CONTAINER:-jins}"
+args=(start --container "${container}" --mode dapo)
+[[ "${DETACH:-0}" == "1" ]] || args+=(--wait)
+log_info "starting DAPO on ${container} (TRAIN_STEPS=${TRAIN_STEPS:-100}, FRAMEWORK=${FRAMEWORK:-megatron})"
+status=0
+vad "${args[@]}" || status=$?
+print_monitoring "${container}"
+if [[ ${status} -ne 0 ]]; then
+    log_error "training did not succeed (exit ${status}); see: verl-async-dapo errors"
+    exit "${status}"
+fi
