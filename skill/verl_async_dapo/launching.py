@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from pydantic import SecretStr
+
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import proxy_env
 from verl_async_dapo.app import AppContext
@@ -57,6 +59,7 @@ def plan_for(
             swanlab_enabled=swanlab_on,
             extra_env=plain_env,
             secret_env_names=tuple(sorted(secret_env)),
+            secret_values=tuple(SecretStr(v) for v in secret_env.values()),
         )
     )
     return plan, (secret_env if with_secrets else {})

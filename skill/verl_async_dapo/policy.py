@@ -16,7 +16,7 @@ from verl_async_dapo.features import GPU_OOM_LADDER, Feature, FeatureSet
 
 ROLLOUT_UTIL_STEP = 0.1
 ROLLOUT_UTIL_FLOOR = 0.3
-TOKEN_BUDGET_FLOOR = 0.25
+TOKEN_BUDGET_FLOOR = 0.5  # below half, caps hit the one-sequence floor and change nothing
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ class Supervisor:
         )  # fmt: skip
         entry = plan.entry
         result = await validate_overrides(
-            self.target, entry.cwd, entry.config_path, entry.config_name, list(plan.overrides)
+            self.target, entry.cwd, entry.config_dir, entry.config_name, list(plan.overrides)
         )
         if not result.ok:
             error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",

@@ -51,6 +51,98 @@ class TargetUnavailable(TargetError):
     """The target cannot be reached at all (no Docker Engine, container gone, cluster down)."""
 
 
+class InvalidTargetInput(TargetError, ValueError):
+    """A name, path, image or value was refused before anything ran (catchable as either base)."""
+
+
+# Exit code reported by Target.run when the program itself does not exist in the target.
+COMMAND_NOT_FOUND = 127
+_MAX_PATH = 4096
+
+
+def check_target_path(path: str, what: str = "path") -> str:
+    """Paths handed to commands inside a target: absolute (so never an option), no NUL/newline, no '..'."""
+    if not isinstance(path, str) or not path.startswith("/") or len(path) > _MAX_PATH:
+        raise InvalidTargetInput(f"{what} must be an absolute path (1..4096 chars), got {str(path)[:80]!r}")
+    if "\x00" in path or "\n" in path or "\r" in path:
+        raise InvalidTargetInput(f"{what} may not contain NUL or newline characters")
+    if ".." in path.split("/"):
+        raise InvalidTargetInput(f"{what} may not contain '..': {path[:80]!r}")
+    return path
+
+
+_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
+
+
+def check_argv(argv: Sequence[str]) -> list[str]:
+    """A command as argv: non-empty strings without NUL (NUL would silently cut an argument)."""
+    if isinstance(argv, (str, bytes)) or not argv or not all(isinstance(a, str) for a in argv):
+        raise InvalidTargetInput("command must be a non-empty list of strings")
+    if any("\x00" in a for a in argv):
+        raise InvalidTargetInput("command arguments may not contain NUL")
+    return list(argv)
+
+
+def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    """Environment for a target process: POSIX names, values without NUL."""
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not _ENV_KEY_RE.fullmatch(key):
+            raise InvalidTargetInput(f"{str(key)[:60]!r} is not a valid environment variable name")
+        if not isinstance(value, str) or "\x00" in value:
+            raise InvalidTargetInput(f"environment value of {key} may not contain NUL")
+    return dict(env or {})
+
+
+def launcher_argv(job_dir: str, log_path: str, argv: Sequence[str]) -> list[str]:
+    """The detached launcher as an argv list: every variable part is a positional argument.
+
+    ``setsid -w``: docker exec (and start_new_session) already make the caller a group leader, so
+    setsid forks; -w keeps the launcher a child of that first process, which reaps it. Without -w
+    the launcher would be orphaned to PID 1 (often ``sleep infinity``) and linger as a zombie,
+    fooling ``tail --pid`` and liveness checks.
+    """
+    check_target_path(job_dir, "job_dir")
+    check_target_path(log_path, "log_path")
+    return ["setsid", "-w", "bash", "-c", LAUNCHER_SCRIPT, "vad-launch", job_dir, log_path, "--", *check_argv(argv)]
+
+
+FOLLOW_DEFAULT_BYTES = 1 << 20  # reattach shows the last MiB, not a whole multi-GB log
+
+
+def follow_tail_argv(pgid: int, log_path: str, from_offset: int | None, *, finished: bool = False) -> list[str]:
+    """GNU tail that exits (after the last bytes) once the launcher pid is gone.
+
+    ``finished``: the rc file exists, so the log is complete; read it once instead of following,
+    which also avoids waiting on a pid that may since have been reused.
+    """
+    check_target_path(log_path, "log_path")
+    if from_offset is not None and from_offset < 0:
+        raise InvalidTargetInput("from_offset must be >= 0")
+    start = f"+{from_offset + 1}" if from_offset is not None else str(FOLLOW_DEFAULT_BYTES)
+    if finished:
+        return ["tail", "-c", start, "--", log_path]
+    return ["tail", f"--pid={pgid}", "-s", "0.2", "-c", start, "-F", "--", log_path]
+
+
+def parse_pid(text: str | bytes | None) -> int | None:
+    """A pid/pgid/rc file's content; None when absent or garbled. Pids <= 1 are refused (kill -1 = all)."""
+    if text is None:
+        return None
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) > 1 else None
+
+
+def parse_rc(text: str | bytes | None) -> int | None:
+    if text is None:
+        return None
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 @dataclass(frozen=True)
 class ContainerInfo:
     """An allow-listed projection of a container: never its environment (it holds secrets)."""
@@ -63,6 +155,7 @@ class ContainerInfo:
     created: str | None = None
     started: str | None = None
     managed: bool = False  # carries our label
+    note: str | None = None  # e.g. on the host entry: "Docker is not reachable: ..."
 
 
 @dataclass(frozen=True)

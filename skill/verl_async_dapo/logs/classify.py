@@ -1,0 +1,328 @@
+"""Why did a verl run fail? Sort the log (tail) into an ErrorCategory (pure).
+
+Pre-processing and rules follow peers.md §2: strip ANSI and Ray prefixes, split tqdm's
+``\\r`` redraws, match anchored multi-word patterns (never a bare "oom"), prefer the
+innermost / last exception (Ray re-raises a worker's error as ``RayTaskError(Inner)``, the
+inner text printed last), take the phase from the innermost ``ray::WorkerDict.<method>()``,
+and rank categories: config/env > host OOM > rollout OOM > GPU OOM > NCCL > worker died >
+unknown. Hydra's ``Error executing job with overrides: [`` only says "something fatal
+follows"; it is not a config error. A log with no error (warnings included) gives no primary.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.logs.rules import ANY_NEEDLE_RE, CATEGORY_PRIORITY, RULES, Rule
+from verl_async_dapo.logs.text import LogLine, clean_log_lines
+from verl_async_dapo.redact import redact_generic
+
+EXCERPT_MAX_CHARS = 1200
+EXCERPT_LINES_BEFORE = 6
+EXCERPT_LINES_AFTER = 3
+MESSAGE_MAX_CHARS = 300
+MAX_FINDINGS = 20
+# How far back from an error the phase (`ray::Class.method()`) and the stack are looked for.
+CONTEXT_LINES = 400
+# A log that prints one error on every rank: classify the last few copies only.
+MAX_HITS_PER_RULE = 16
+
+_RAY_CALL_RE = re.compile(r"ray::(?P<cls>[A-Za-z_]\w*)\.(?P<method>\w+)\(\)")
+_FRAME_RE = re.compile(r'^File "(?P<path>[^"]+)", line \d+')
+# The rollout side of the hybrid engine and the async servers (not `actor_rollout_ref_update_actor`:
+# "rollout" inside that role name says nothing about the phase).
+_ROLLOUT_METHOD_RE = re.compile(
+    r"generate_sequences|wake_up|sleep|rollout_mode|^rollout_|update_weights|async_generate|chat_completion"
+)
+_ROLLOUT_CLASS_RE = re.compile(r"(?i:vllm|sglang|trtllm|agentloop|rollout(?!ref))")
+_ROLLOUT_FRAME_RE = re.compile(r"/vllm/|/sglang/|/workers/rollout/|cumem")
+_EXCEPTION_LINE_RE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?:\([\w.]+\))?(?::|$)"
+)
+# Lines that say the process is going down, even when no rule names the reason.
+_FATAL_MARKERS = (
+    "Error executing job with overrides",
+    "Traceback (most recent call last)",
+    "terminate called after throwing an instance of",
+    "Fatal Python error",
+    "Job entrypoint command failed",
+)
+_RAY_TASK_ERROR = "ray.exceptions.RayTaskError"
+# Earlier rules in the table are more specific.
+_RULE_RANK = {id(rule): position for position, rule in enumerate(RULES)}
+
+
+@dataclass(frozen=True)
+class Finding:
+    category: ErrorCategory
+    kind: str
+    # 1-based, in the cleaned text (verl_async_dapo.logs.text.clean_text).
+    line: int
+    excerpt: str
+    message: str
+    phase: str | None = None
+    detail: str | None = None
+    # How many times this (category, kind) was seen; `line` is the last (innermost) one.
+    count: int = 1
+    explanation: str = ""
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": self.category.value,
+            "kind": self.kind,
+            "line": self.line,
+            "excerpt": self.excerpt,
+            "message": self.message,
+            "phase": self.phase,
+            "detail": self.detail,
+            "count": self.count,
+            "explanation": self.explanation,
+            "fix": self.fix,
+        }
+
+
+@dataclass(frozen=True)
+class Classification:
+    primary: Finding | None
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "primary": self.primary.to_dict() if self.primary is not None else None,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+@dataclass
+class _Hit:
+    rule: Rule | None  # None: the generic "fatal, not recognised" finding
+    category: ErrorCategory
+    kind: str
+    index: int  # 0-based line index
+    detail: str | None
+    phase: str | None
+    count: int = 1
+
+    @property
+    def weak(self) -> bool:
+        return self.rule is not None and self.rule.weak
+
+    @property
+    def supporting(self) -> bool:
+        return self.rule is not None and self.rule.supporting
+
+    def sort_key(self) -> tuple[int, bool, bool, int, int]:
+        """Category priority, then decisive before supporting, full before wrapper-only,
+        the more specific rule, and the later (innermost) line."""
+        rule_rank = _RULE_RANK[id(self.rule)] if self.rule is not None else len(_RULE_RANK)
+        return (CATEGORY_PRIORITY[self.category], self.supporting, self.weak, rule_rank, -self.index)
+
+
+def _is_frame(text: str) -> bool:
+    return text.startswith('File "') and ", line " in text
+
+
+def _detail(match: re.Match[str]) -> str | None:
+    for name in ("detail", "d2", "d3"):
+        if name in match.re.groupindex and match.group(name):
+            return match.group(name)[:MESSAGE_MAX_CHARS]
+    return None
+
+
+def _first_rule_match(text: str) -> tuple[Rule, re.Match[str]] | None:
+    """The first rule (most specific first) that matches this line; one finding per line."""
+    for rule in RULES:
+        if not any(needle in text for needle in rule.needles):
+            continue
+        match = rule.pattern.search(text)
+        if match is not None and (rule.accept is None or rule.accept(match)):
+            return rule, match
+    return None
+
+
+def _context(lines: list[LogLine], index: int) -> tuple[str | None, bool]:
+    """(phase, whether the error happened in the rollout) from the lines just above an error.
+
+    Walking up from the error, the first `ray::Class.method()` is the innermost Ray call,
+    i.e. the worker method that raised. The TaskRunner's `run()` is only the driver loop.
+    """
+    in_rollout = False
+    for position in range(index, max(-1, index - CONTEXT_LINES), -1):
+        text = lines[position].text.strip()
+        frame = _FRAME_RE.match(text)
+        if frame is not None and _ROLLOUT_FRAME_RE.search(frame.group("path")):
+            in_rollout = True
+            continue
+        if "ray::" not in text:
+            continue
+        call = _RAY_CALL_RE.search(text)
+        if call is None:
+            continue
+        cls, method = call.group("cls"), call.group("method")
+        if "TaskRunner" in cls:
+            return None, in_rollout
+        rollout = bool(_ROLLOUT_METHOD_RE.search(method) or _ROLLOUT_CLASS_RE.search(cls))
+        return method, in_rollout or rollout
+    return None, in_rollout
+
+
+def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
+    """Every rule hit (last copies only) and the positions of fatal markers."""
+    raw: dict[int, list[tuple[int, re.Match[str]]]] = {}
+    rules_by_id: dict[int, Rule] = {}
+    fatal: list[int] = []
+    frame_indent: int | None = None
+    for index, (line, source) in enumerate(lines):
+        text = line.strip()
+        indent = len(line) - len(line.lstrip())
+        # The source line under `File "…", line N` (indented deeper) is code, not a message: a
+        # traceback through verl's validation code would otherwise quote its own error strings.
+        # Frames of compiled code have no source line; the exception then follows unindented.
+        is_code = frame_indent is not None and indent > frame_indent
+        frame_indent = indent if _is_frame(text) else None
+        if is_code or not text:
+            continue
+        if _is_fatal_marker(lines, index, text, source):
+            fatal.append(index)
+        if ANY_NEEDLE_RE.search(text) is None:
+            continue
+        found = _first_rule_match(text)
+        if found is not None:
+            rule, match = found
+            rules_by_id[id(rule)] = rule
+            raw.setdefault(id(rule), []).append((index, match))
+    hits: list[_Hit] = []
+    for rule_id, matches in raw.items():
+        rule = rules_by_id[rule_id]
+        for index, match in matches[-MAX_HITS_PER_RULE:]:
+            phase, in_rollout = _context(lines, index)
+            category = rule.category
+            if category is ErrorCategory.GPU_OOM and rule.kind != "nccl_cuda_oom" and in_rollout:
+                category = ErrorCategory.ROLLOUT_OOM
+            hits.append(_Hit(rule, category, rule.kind, index, _detail(match), phase))
+    return hits, fatal
+
+
+def _is_fatal_marker(lines: list[LogLine], index: int, text: str, source: str | None) -> bool:
+    if text.startswith(_RAY_TASK_ERROR):
+        return True
+    if not any(marker in text for marker in _FATAL_MARKERS):
+        return False
+    if text.startswith("Traceback"):
+        # A worker's traceback is not fatal by itself (the driver re-raises fatal ones as
+        # RayTaskError), and Python reports errors in __del__ at exit as "Exception ignored".
+        if source is not None:
+            return False
+        return not any("Exception ignored in" in lines[i].text for i in range(max(0, index - 2), index))
+    return True
+
+
+def _unrecognised(lines: list[LogLine], fatal: list[int]) -> _Hit:
+    """The innermost / last exception line after the last fatal marker (else the marker)."""
+    last_marker = fatal[-1]
+    chosen, detail = last_marker, None
+    for start in (last_marker, fatal[0]):
+        for index in range(len(lines) - 1, start - 1, -1):
+            match = _EXCEPTION_LINE_RE.match(lines[index].text.strip())
+            if match is not None:
+                chosen, detail = index, match.group("cls")
+                break
+        if detail is not None:
+            break
+    phase, _ = _context(lines, chosen)
+    kind = "python_exception" if detail is not None else "fatal_without_exception"
+    return _Hit(None, ErrorCategory.UNKNOWN, kind, chosen, detail, phase)
+
+
+def _drop_wrappers(hits: list[_Hit]) -> list[_Hit]:
+    """Innermost first: a `RayTaskError(X)` header defers to the exception printed under it.
+
+    `RayTaskError(OutOfMemoryError)` says only "some OutOfMemoryError": the inner line tells
+    a worker's torch OOM from Ray's memory monitor (host RAM). The header counts only when
+    nothing decisive follows it (e.g. the tail was cut there).
+    """
+    inner = sorted(hit.index for hit in hits if not hit.weak and not hit.supporting)
+    kept: list[_Hit] = []
+    for hit in hits:
+        if hit.weak:
+            position = bisect.bisect_right(inner, hit.index)
+            if position < len(inner) and inner[position] - hit.index <= CONTEXT_LINES:
+                continue
+        kept.append(hit)
+    return kept
+
+
+def _merge(hits: list[_Hit]) -> list[_Hit]:
+    """One hit per (category, kind), counting the copies: the most specific rule's last
+    (innermost) hit, e.g. Hydra's `Could not override 'full.key'` over `Key 'leaf' is not in struct`."""
+    merged: dict[tuple[ErrorCategory, str], _Hit] = {}
+    for hit in sorted(hits, key=_Hit.sort_key):
+        key = (hit.category, hit.kind)
+        if key in merged:
+            merged[key].count += hit.count
+        else:
+            merged[key] = hit
+    return list(merged.values())
+
+
+def _clip(line: str) -> str:
+    """A long line cut like `message` (indentation kept), so the message is always inside."""
+    body = line.strip()
+    return line[: len(line) - len(line.lstrip())] + body[:MESSAGE_MAX_CHARS]
+
+
+def _excerpt(lines: list[LogLine], index: int) -> str:
+    first = max(0, index - EXCERPT_LINES_BEFORE)
+    last = min(len(lines), index + EXCERPT_LINES_AFTER + 1)
+    window = [_clip(lines[i].text) for i in range(first, last)]
+    hit = index - first
+    # Drop lines farthest from the hit until it fits.
+    while len(window) > 1 and sum(len(line) + 1 for line in window) - 1 > EXCERPT_MAX_CHARS:
+        if hit > len(window) - 1 - hit:
+            window.pop(0)
+            hit -= 1
+        else:
+            window.pop()
+    return redact_generic("\n".join(window))[:EXCERPT_MAX_CHARS]
+
+
+def _to_finding(lines: list[LogLine], hit: _Hit) -> Finding:
+    info = CATEGORY_INFO[hit.category]
+    return Finding(
+        category=hit.category,
+        kind=hit.kind,
+        line=hit.index + 1,
+        excerpt=_excerpt(lines, hit.index),
+        message=redact_generic(lines[hit.index].text.strip()[:MESSAGE_MAX_CHARS]),
+        phase=hit.phase,
+        detail=redact_generic(hit.detail) if hit.detail is not None else None,
+        count=hit.count,
+        explanation=info.explanation,
+        fix=info.fix,
+    )
+
+
+def classify(text: str) -> Classification:
+    """Classify a log or its tail. `primary` is None when the log shows no error."""
+    lines = clean_log_lines(text)
+    hits, fatal = _scan(lines)
+    decisive = [hit for hit in hits if not hit.supporting]
+    if not decisive and fatal:
+        hits.append(_unrecognised(lines, fatal))
+    ordered = sorted(_merge(_drop_wrappers(hits)), key=_Hit.sort_key)[:MAX_FINDINGS]
+    findings = [_to_finding(lines, hit) for hit in ordered]
+    # Without a decisive hit or a fatal marker only notices that healthy runs print too were
+    # seen: they stay in `findings`, but nothing failed.
+    has_failure = bool(decisive or fatal)
+    primary = findings[0] if findings and has_failure else None
+    return Classification(primary=primary, findings=findings)
+
+
+def classify_tail(text: str) -> Classification:
+    """Same as classify(); named for the supervisor, which passes the last ~1 MiB of a log."""
+    return classify(text)

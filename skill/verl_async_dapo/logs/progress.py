@@ -1,0 +1,325 @@
+"""Training progress from verl's console output (pure, incremental).
+
+Fed the tail of a log or its live increments, never the whole file. It reads:
+
+* verl's metrics line ``step:12 - actor/pg_loss:np.float64(-0.01) - timing_s/step:50.1 …``,
+  which is authoritative for the step number (Ray forwards tqdm's bar by line, so it lags);
+* tqdm's ``Training Progress:  12%|█▏   | 12/100 [10:00<1:13:20, 50.00s/it]``;
+* ``Total training steps: N``, the resume / from-scratch lines, and SwanLab's greeting with
+  the run URL (rich wraps a long greeting, so the URL may be alone on the next line).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_async_dapo.logs.text import clean_line
+
+MetricValue = float | int | bool
+
+# How many recent `timing_s/step` values the fallback ETA averages over.
+RECENT_STEP_TIMES = 5
+# A partial line longer than this is not a line verl prints; keep only its end.
+MAX_PENDING_CHARS = 256 * 1024
+
+# verl.md §8: one ` - `-separated field of the metrics line.
+_FIELD_RE = re.compile(r"^([^:\s]+):(?:np\.\w+\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)|True|False)\)?$")
+# At the start of the line (or after a logging prefix ending in `]`): `step:` inside a
+# message or a key such as `training/global_step:` is not the metrics line.
+_STEP_RE = re.compile(r"(?:^\s*|\]\s*)step:(\d+)(?= - |\s*$)")
+_TQDM_RE = re.compile(
+    r"Training Progress:\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
+    r"\[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*?)\s*\]"
+)
+_INTERVAL_RE = re.compile(r"^(?:(\d+) days?, )?(?:(\d+):)?(\d+):(\d+)$")
+_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(s/it|it/s)$")
+_TOTAL_STEPS_RE = re.compile(r"Total training steps:\s*(\d+)")
+_RESUME_RES = (
+    re.compile(r"Setting global step to (\d+)"),
+    re.compile(r"Load from checkpoint folder: \S*global_step_(\d+)"),
+    re.compile(r"Resuming from \S*global_step_(\d+)"),
+)
+# SwanLab 0.9 `sdk/internal/run/greeting.py`; an emoji sits between `swanlab:` and `View`.
+_SWANLAB_RUN_RE = re.compile(r"swanlab:.*View run (?P<name>.*?) at(?:\s+(?P<url>https?://\S+))?\s*$")
+_SWANLAB_PROJECT_RE = re.compile(r"swanlab:.*View project at(?:\s+(?P<url>https?://\S+))?\s*$")
+_URL_LINE_RE = re.compile(r"^\s*(https?://\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """What the log says about progress so far. Every field is None until the log says it."""
+
+    step: int | None = None
+    total_steps: int | None = None
+    percent: float | None = None
+    eta_seconds: float | None = None
+    seconds_per_step: float | None = None
+    # The latest `step:N - k:v …` line (N is metrics_step, not repeated in here).
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    metrics_step: int | None = None
+    swanlab_url: str | None = None
+    swanlab_project_url: str | None = None
+    swanlab_run_name: str | None = None
+    resumed_from_step: int | None = None
+    training_from_scratch: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
+        return {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "percent": self.percent,
+            "eta_seconds": self.eta_seconds,
+            "seconds_per_step": self.seconds_per_step,
+            "metrics": {key: _json_number(value) for key, value in self.metrics.items()},
+            "metrics_step": self.metrics_step,
+            "swanlab_url": self.swanlab_url,
+            "swanlab_project_url": self.swanlab_project_url,
+            "swanlab_run_name": self.swanlab_run_name,
+            "resumed_from_step": self.resumed_from_step,
+            "training_from_scratch": self.training_from_scratch,
+        }
+
+
+def _json_number(value: MetricValue) -> MetricValue | str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def parse_metric_value(text: str) -> MetricValue:
+    """`True`/`False` → bool, an integer literal → int, anything else the regex allows → float."""
+    if text == "True":
+        return True
+    if text == "False":
+        return False
+    if any(marker in text for marker in (".", "e", "E", "n")):  # `n`: nan and inf
+        return float(text)
+    return int(text)
+
+
+def parse_metrics_line(line: str) -> tuple[int, dict[str, MetricValue]] | None:
+    """`step:N - k:v - …` → (N, {k: v}); None if the line is not a metrics line."""
+    if "step:" not in line:
+        return None
+    match = _STEP_RE.search(line)
+    if match is None:
+        return None
+    metrics: dict[str, MetricValue] = {}
+    for part in line[match.end() :].split(" - "):
+        found = _FIELD_RE.match(part.strip())
+        if found is not None and found.group(1) != "step":
+            metrics[found.group(1)] = parse_metric_value(found.group(2))
+    return int(match.group(1)), metrics
+
+
+def parse_interval(text: str) -> float | None:
+    """tqdm's `MM:SS`, `H:MM:SS` or `N days, H:MM:SS`; `?` (unknown) → None."""
+    match = _INTERVAL_RE.match(text.strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (int(group) if group else 0 for group in match.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+
+
+def parse_rate(text: str) -> float | None:
+    """tqdm's rate as seconds per step: `50.00s/it` → 50.0, `2.00it/s` → 0.5, `?it/s` → None."""
+    match = _RATE_RE.match(text.strip())
+    if match is None:
+        return None
+    value = float(match.group(1))
+    if match.group(2) == "s/it":
+        return value
+    return 1.0 / value if value > 0 else None
+
+
+@dataclass
+class _TqdmState:
+    n: int
+    total: int
+    percent: float
+    remaining_s: float | None
+    seconds_per_it: float | None
+
+
+@dataclass
+class _State:
+    step: int | None = None
+    total_steps: int | None = None
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
+    step_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEP_TIMES))
+    tqdm: _TqdmState | None = None
+    swanlab_url: str | None = None
+    swanlab_project_url: str | None = None
+    swanlab_run_name: str | None = None
+    # Which greeting line is waiting for its URL on the next line ("run" / "project").
+    awaiting_url: str | None = None
+    resumed_from_step: int | None = None
+    training_from_scratch: bool = False
+
+    def consume(self, raw: str) -> None:
+        line = clean_line(raw)
+        if not line.strip():
+            return
+        if self.awaiting_url is not None:
+            self._take_wrapped_url(line)
+        if "step:" in line:
+            self._take_metrics(line)
+        if "Training Progress" in line:
+            self._take_tqdm(line)
+        if "swanlab" in line:
+            self._take_swanlab(line)
+        if "Total training steps" in line:
+            found = _TOTAL_STEPS_RE.search(line)
+            if found is not None:
+                self.total_steps = int(found.group(1))
+        if "global step to" in line or "checkpoint folder" in line or "Resuming from" in line:
+            self._take_resume(line)
+        if "Training from scratch" in line:
+            self.training_from_scratch = True
+            self.resumed_from_step = None
+
+    def _take_metrics(self, line: str) -> None:
+        parsed = parse_metrics_line(line)
+        if parsed is None:
+            return
+        self.step, self.metrics = parsed
+        step_time = self.metrics.get("timing_s/step", self.metrics.get("perf/time_per_step"))
+        is_number = isinstance(step_time, (int, float)) and not isinstance(step_time, bool)
+        if is_number and math.isfinite(step_time) and step_time > 0:
+            self.step_times.append(float(step_time))
+
+    def _take_tqdm(self, line: str) -> None:
+        match = _TQDM_RE.search(line)
+        if match is None:
+            return
+        total = int(match.group("total"))
+        self.tqdm = _TqdmState(
+            n=int(match.group("n")),
+            total=total,
+            percent=float(match.group("pct")),
+            remaining_s=parse_interval(match.group("remaining")),
+            seconds_per_it=parse_rate(match.group("rate")),
+        )
+        self.total_steps = total
+
+    def _take_swanlab(self, line: str) -> None:
+        run = _SWANLAB_RUN_RE.search(line)
+        if run is not None:
+            self.swanlab_run_name = run.group("name").strip() or None
+            if run.group("url"):
+                self._set_run_url(run.group("url"))
+            else:
+                self.awaiting_url = "run"
+            return
+        project = _SWANLAB_PROJECT_RE.search(line)
+        if project is not None:
+            if project.group("url"):
+                self.swanlab_project_url = project.group("url")
+            else:
+                self.awaiting_url = "project"
+
+    def _take_wrapped_url(self, line: str) -> None:
+        waiting, self.awaiting_url = self.awaiting_url, None
+        match = _URL_LINE_RE.match(line)
+        if match is None:
+            return
+        if waiting == "run":
+            self._set_run_url(match.group(1))
+        else:
+            self.swanlab_project_url = match.group(1)
+
+    def _set_run_url(self, url: str) -> None:
+        self.swanlab_url = url
+        if "/runs/" in url:
+            self.swanlab_project_url = url.split("/runs/")[0]
+
+    def _take_resume(self, line: str) -> None:
+        for pattern in _RESUME_RES:
+            found = pattern.search(line)
+            if found is not None:
+                self.resumed_from_step = int(found.group(1))
+                self.training_from_scratch = False
+                return
+
+    def seconds_per_step(self) -> float | None:
+        if self.step_times:
+            return sum(self.step_times) / len(self.step_times)
+        return self.tqdm.seconds_per_it if self.tqdm is not None else None
+
+    def snapshot(self) -> ProgressSnapshot:
+        bar = self.tqdm
+        step = self.step if self.step is not None else (bar.n if bar is not None else None)
+        total = self.total_steps
+        per_step = self.seconds_per_step()
+        percent: float | None = None
+        if step is not None and total:
+            percent = round(min(100.0, 100.0 * step / total), 2)
+        elif bar is not None:
+            percent = bar.percent
+        eta: float | None = None
+        # tqdm's own estimate is only trusted when its bar has caught up with the step lines.
+        if bar is not None and bar.remaining_s is not None and (self.step is None or bar.n == self.step):
+            eta = bar.remaining_s
+        elif step is not None and total is not None and per_step is not None:
+            eta = round(max(total - step, 0) * per_step, 1)
+        if step is not None and total is not None and step >= total:
+            eta = 0.0
+        return ProgressSnapshot(
+            step=step,
+            total_steps=total,
+            percent=percent,
+            eta_seconds=eta,
+            seconds_per_step=round(per_step, 3) if per_step is not None else None,
+            metrics=dict(self.metrics),
+            metrics_step=self.step,
+            swanlab_url=self.swanlab_url,
+            swanlab_project_url=self.swanlab_project_url,
+            swanlab_run_name=self.swanlab_run_name,
+            resumed_from_step=self.resumed_from_step,
+            training_from_scratch=self.training_from_scratch,
+        )
+
+
+class ProgressParser:
+    """Feed it log text in chunks of any size; ask for a snapshot at any time.
+
+    Complete lines are consumed as they arrive; a partial last line is kept until its line
+    break comes. snapshot() also reads that partial line (on a copy of the state), because
+    tqdm's latest redraw has no line break after it until the next redraw.
+    """
+
+    def __init__(self) -> None:
+        self._state = _State()
+        self._pending = ""
+
+    def feed(self, text: str) -> None:
+        if not text:
+            return
+        data = self._pending + text
+        last_break = max(data.rfind("\n"), data.rfind("\r"))
+        if last_break < 0:
+            self._pending = data[-MAX_PENDING_CHARS:]
+            return
+        self._pending = data[last_break + 1 :][-MAX_PENDING_CHARS:]
+        for raw in data[:last_break].replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+            self._state.consume(raw)
+
+    def snapshot(self) -> ProgressSnapshot:
+        if not self._pending:
+            return self._state.snapshot()
+        state = copy.deepcopy(self._state)
+        state.consume(self._pending)
+        return state.snapshot()
+
+
+def parse_progress(text: str) -> ProgressSnapshot:
+    """One-shot: the progress a log (tail) shows."""
+    parser = ProgressParser()
+    parser.feed(text)
+    return parser.snapshot()

@@ -1,0 +1,378 @@
+"""The anchors the classifier looks for (pure data; see peers.md §2.2).
+
+Every rule is a cheap substring test (``needles``) guarding an anchored, multi-word regex.
+None matches a bare "oom"/"OOM": that is inside "bloom", "room" and "zoom", and the
+classic false alarm is transformers failing to import the *bloom* modeling module when
+flash_attn is missing. Order matters: within a category, earlier rules are more specific
+and win over later ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from verl_async_dapo.categories import ErrorCategory
+
+C = ErrorCategory
+
+
+@dataclass(frozen=True)
+class Rule:
+    category: ErrorCategory
+    kind: str
+    needles: tuple[str, ...]
+    pattern: re.Pattern[str]
+    # Names the error class only (a Ray wrapper header): any fuller finding outranks it.
+    weak: bool = False
+    # Also printed by healthy runs (Ray's periodic notice counts idle workers that crashed on
+    # start-up too): not evidence of a failure unless the log has a fatal marker as well.
+    supporting: bool = False
+    # Extra check on the match (e.g. a count that must be > 0).
+    accept: Callable[[re.Match[str]], bool] | None = None
+
+
+def _rule(
+    category: ErrorCategory,
+    kind: str,
+    needles: str | tuple[str, ...],
+    pattern: str,
+    *,
+    weak: bool = False,
+    supporting: bool = False,
+    accept: Callable[[re.Match[str]], bool] | None = None,
+) -> Rule:
+    if isinstance(needles, str):
+        needles = (needles,)
+    return Rule(category, kind, needles, re.compile(pattern), weak, supporting, accept)
+
+
+def _positive_count(match: re.Match[str]) -> bool:
+    return int(match.group("detail")) > 0
+
+
+def _local_looking(match: re.Match[str]) -> bool:
+    """A missing local model dir reaches the Hub as a bogus repo id; a real id has one `/`."""
+    path = match.group("detail")
+    return path.startswith(("/", "./", "../", "~")) or path.count("/") > 1
+
+
+def _not_local_looking(match: re.Match[str]) -> bool:
+    return not _local_looking(match)
+
+
+_EXC = r"^(?:[\w.]+\.)?"  # an exception line: optional module path before the class
+# An import failure as raised, or as the bare second line transformers prints under
+# "Failed to import … because of the following error". Anchored: libraries log handled
+# import failures mid-line ("Failed to import flash_attn: No module named …; falling back").
+_IMPORT = r"^(?:(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError|OSError|RuntimeError): )?"
+
+RULES: tuple[Rule, ...] = (
+    # -- configuration (Hydra at compose time, OmegaConf, verl's validation, DAPO sampling) --
+    _rule(C.CONFIG_ERROR, "hydra_not_in_struct", "Could not override", r"Could not override '(?P<detail>[^']+)'"),
+    _rule(C.CONFIG_ERROR, "hydra_not_in_struct", "is not in struct", r"Key '(?P<detail>[^']+)' is not in struct"),
+    _rule(
+        C.CONFIG_ERROR,
+        "hydra_append_exists",
+        "Could not append to config",
+        r"Could not append to config\. An item is already at '(?P<detail>[^']+)'",
+    ),
+    _rule(C.CONFIG_ERROR, "hydra_override_syntax", "override_grammar", r"hydra\.cc/docs/\S+/override_grammar"),
+    _rule(
+        C.CONFIG_ERROR,
+        "missing_mandatory_value",
+        ("MissingMandatoryValue", "Missing mandatory value"),
+        r"(?:MissingMandatoryValue|Missing mandatory value)(?::.*?(?:value: )?(?P<detail>[\w.]+)\s*$)?",
+    ),
+    _rule(
+        C.CONFIG_ERROR,
+        "interpolation_error",
+        "Interpolation",
+        r"\b(?:InterpolationKeyError|InterpolationResolutionError|InterpolationToMissingValueError)\b",
+    ),
+    _rule(
+        C.CONFIG_ERROR,
+        "data_too_difficult",
+        "Generated too many",
+        r"Generated too many\. Please check if your data are too difficult",
+    ),
+    _rule(
+        C.CONFIG_ERROR,
+        "verl_validation",
+        ("must be divisible by", "Please set at least one of", "use_remove_padding", "You have set both"),
+        r"must be divisible by|Please set at least one of|must enable `use_remove_padding`|You have set both '",
+    ),
+    _rule(
+        C.CONFIG_ERROR,
+        "verl_validation",
+        "when enabling do_sample",
+        r"should be greater than 0 when enabling do_sample",
+    ),
+    _rule(
+        C.CONFIG_ERROR, "unsupported_backend", "is not supported", r"^AssertionError: (?P<detail>\S+) is not supported"
+    ),
+    _rule(
+        C.CONFIG_ERROR,
+        "hf_repo_id_invalid",
+        "Repo id must",
+        r"Repo id must (?:be in the form|use alphanumeric)[^\n]*?: '(?P<detail>[^']+)'",
+        accept=_not_local_looking,
+    ),
+    # -- environment: versions that do not fit together -------------------------------------
+    _rule(C.ENVIRONMENT, "flash_attn_abi", "undefined symbol", _IMPORT + r"\S*flash_attn\S*\.so: undefined symbol"),
+    _rule(
+        C.ENVIRONMENT, "flash_attn_missing", "flash_attn", _IMPORT + r"No module named '(?P<detail>flash_attn[\w.]*)'"
+    ),
+    _rule(
+        C.ENVIRONMENT,
+        "transformers_import",
+        ("Failed to import transformers", "Could not import module"),
+        _EXC + r"\w+Error: (?:Failed to import transformers\.models\.(?P<detail>[\w.]+)"
+        r"|Could not import module '(?P<d2>\w+)')",
+    ),
+    _rule(
+        C.ENVIRONMENT,
+        "verl_import",
+        ("cannot import name", "No module named"),
+        _IMPORT + r"(?:cannot import name '(?P<detail>\w+)' from '(?:verl|recipe)\b"
+        r"|No module named '(?P<d2>(?:recipe|verl)\b[\w.]*)')",
+    ),
+    _rule(
+        C.ENVIRONMENT,
+        "driver_too_old",
+        ("driver on your system is too old", "driver version is insufficient", "Found no NVIDIA driver"),
+        r"NVIDIA driver on your system is too old|driver version is insufficient for CUDA runtime"
+        r"|Found no NVIDIA driver",
+    ),
+    _rule(C.ENVIRONMENT, "nvml_mismatch", "Driver/library version mismatch", r"Driver/library version mismatch"),
+    _rule(
+        C.ENVIRONMENT,
+        "hydra_config_missing",
+        ("Cannot find primary config", "Could not find '"),
+        r"Cannot find primary config '(?P<detail>[^']+)'|In '[^']+': Could not find '(?P<d2>[^']+)'",
+    ),
+    _rule(C.ENVIRONMENT, "entrypoint_missing", "can't open file", r"can't open file '(?P<detail>[^']+)'"),
+    _rule(
+        C.ENVIRONMENT,
+        "abi_mismatch",
+        "undefined symbol",
+        _IMPORT + r"\S+\.so(?:\.\d+)*: undefined symbol: (?P<detail>\S+)",
+    ),
+    _rule(
+        C.ENVIRONMENT,
+        "import_error",
+        ("ModuleNotFoundError", "ImportError"),
+        _EXC + r"(?:ModuleNotFoundError|ImportError): (?:No module named '(?P<detail>[^']+)'|.*)",
+    ),
+    # -- missing files: model, data, checkpoint paths ----------------------------------------
+    _rule(C.MISSING_FILE, "hf_datasets_not_found", "Unable to find '", r"Unable to find '(?P<detail>[^']+)'"),
+    _rule(
+        C.MISSING_FILE,
+        "model_path_not_found",
+        "Repo id must",
+        r"Repo id must (?:be in the form|use alphanumeric)[^\n]*?: '(?P<detail>[^']+)'",
+        accept=_local_looking,
+    ),
+    _rule(
+        C.MISSING_FILE,
+        "model_path_not_found",
+        "Incorrect path_or_model_id",
+        r"Incorrect path_or_model_id: '(?P<detail>[^']+)'",
+    ),
+    _rule(
+        C.MISSING_FILE,
+        "model_files_missing",
+        "does not appear to have a file named",
+        r"(?P<d2>\S+) does not appear to have a file named (?P<detail>[\w.-]+)",
+    ),
+    _rule(
+        C.MISSING_FILE,
+        "file_not_found",
+        ("FileNotFoundError", "No such file or directory"),
+        _EXC + r"(?:FileNotFoundError: (?:\[Errno 2\] No such file or directory: '(?P<detail>[^']+)'|(?P<d2>.+))"
+        r"|(?:OSError|IOError): \[Errno 2\] No such file or directory: '(?P<d3>[^']+)')",
+    ),
+    _rule(
+        C.MISSING_FILE,
+        "file_not_found",
+        "RayTaskError(FileNotFoundError)",
+        r"RayTaskError\(FileNotFoundError\)",
+        weak=True,
+    ),
+    # -- resources: the cluster is smaller than the plan -------------------------------------
+    _rule(
+        C.RESOURCES,
+        "not_enough_gpus",
+        "Total available GPUs",
+        r"(?P<detail>Total available GPUs \d+ is less than total desired GPUs \d+)",
+    ),
+    _rule(
+        C.RESOURCES,
+        "raylet_registration",
+        "Unable to register worker with raylet",
+        r"Unable to register worker with raylet",
+    ),
+    _rule(C.RESOURCES, "no_cuda_gpus", "No CUDA GPUs are available", r"No CUDA GPUs are available"),
+    _rule(C.RESOURCES, "invalid_device_ordinal", "invalid device ordinal", r"CUDA error: invalid device ordinal"),
+    # -- tracking: SwanLab (and wandb) refusing to start -------------------------------------
+    _rule(C.TRACKING, "swanlab_init_failed", "Failed to initialize", r"Failed to initialize (?:the )?SwanLab\b"),
+    _rule(
+        C.TRACKING,
+        "swanlab_auth",
+        ("AuthenticationError", "APIKeyFormatError", "Stored API key is for", "API Key"),
+        r"swanlab[\w.]*\.(?:AuthenticationError|APIKeyFormatError)|Stored API key is for '(?P<detail>[^']+)'"
+        r"|API Key not provided and interactive mode is disabled|Cannot prompt for API Key in no-tty environment",
+    ),
+    _rule(C.TRACKING, "wandb_auth", "api_key not configured", r"api_key not configured"),
+    # -- host RAM ----------------------------------------------------------------------------
+    _rule(
+        C.HOST_OOM,
+        "ray_memory_monitor",
+        "running low on memory",
+        r"Task was killed due to the node running low on memory",
+    ),
+    # Ray's own OutOfMemoryError is the memory monitor, never the GPU. RayTaskError(OutOfMemoryError)
+    # does not match here: that is a worker's (torch) error re-raised by Ray.
+    _rule(
+        C.HOST_OOM, "ray_memory_monitor", "ray.exceptions.OutOfMemoryError", r"\bray\.exceptions\.OutOfMemoryError\b"
+    ),
+    _rule(
+        C.HOST_OOM,
+        "raylet_oom_kill",
+        "killed due to memory pressure (OOM)",
+        r"(?P<detail>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        accept=_positive_count,
+    ),
+    _rule(
+        C.HOST_OOM,
+        "kernel_oom_killer",
+        ("Killed process", "oom-kill:"),
+        r"(?:Memory cgroup out of memory|Out of memory): Killed process (?P<detail>\d+)"
+        r"|\boom-kill:constraint=|\bKilled process (?P<d2>\d+) \(\S+\) total-vm",
+    ),
+    _rule(C.HOST_OOM, "cpu_allocator", "DefaultCPUAllocator", r"DefaultCPUAllocator: can't allocate memory"),
+    _rule(C.HOST_OOM, "python_memory_error", "MemoryError", r"^MemoryError\b"),
+    _rule(
+        C.HOST_OOM,
+        "shm_exhausted",
+        ("shared memory (shm)", "/dev/shm"),  # noqa: S108 (a log text, not a path we use)
+        r"insufficient shared memory \(shm\)|/dev/shm.*No space left on device",
+    ),
+    # A bare `Killed` from the shell is SIGKILL, almost always the kernel OOM killer.
+    _rule(C.HOST_OOM, "killed_sigkill", "Killed", r"^Killed$|^\S+: line \d+: +\d+ Killed\b"),
+    # -- rollout engine (vLLM / SGLang) GPU memory -------------------------------------------
+    _rule(C.ROLLOUT_OOM, "vllm_wake_up", "cumem_allocator", r"CUDA Error: out of memory at \S*cumem_allocator"),
+    _rule(
+        C.ROLLOUT_OOM,
+        "vllm_kv_cache",
+        "No available memory for the cache blocks",
+        r"No available memory for the cache blocks",
+    ),
+    _rule(
+        C.ROLLOUT_OOM,
+        "vllm_max_len",
+        ("max seq len", "stored in KV cache"),
+        r"max seq len \((?P<detail>\d+)\).*KV cache|maximum number of tokens that can be stored in KV cache",
+    ),
+    _rule(
+        C.ROLLOUT_OOM,
+        "vllm_startup_memory",
+        "less than desired GPU memory utilization",
+        r"Free memory on device .* less than desired GPU memory utilization",
+    ),
+    _rule(
+        C.ROLLOUT_OOM,
+        "sglang_memory",
+        "mem-fraction-static",
+        r"Not enough memory\. Please try to increase --mem-fraction-static",
+    ),
+    # -- training GPU memory (re-filed under rollout_oom when the phase or stack is the rollout) --
+    _rule(
+        C.GPU_OOM,
+        "torch_cuda_oom",
+        "out of memory",
+        r"(?:CUDA|HIP) out of memory\.(?: Tried to allocate (?P<detail>[\d.]+ [KMGT]iB))?",
+    ),
+    _rule(C.GPU_OOM, "cuda_error_oom", "CUDA error: out of memory", r"CUDA error: out of memory"),
+    _rule(C.GPU_OOM, "cublas_alloc_failed", "CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED"),
+    _rule(
+        C.GPU_OOM,
+        "nccl_cuda_oom",
+        ("'out of memory'", "Failed to CUDA calloc"),
+        r"Cuda failure (?:\d+ )?'out of memory'|Failed to CUDA calloc (?P<detail>\d+) bytes",
+    ),
+    _rule(
+        C.GPU_OOM,
+        "torch_cuda_oom",
+        "OutOfMemoryError)",
+        r"RayTaskError\((?:torch\.)?(?:cuda\.)?OutOfMemoryError\)",
+        weak=True,
+    ),
+    # -- distributed communication ------------------------------------------------------------
+    _rule(
+        C.NCCL_TIMEOUT,
+        "watchdog_timeout",
+        "Watchdog caught collective operation timeout",
+        r"Watchdog caught collective operation timeout(?:: WorkNCCL\(SeqNum=\d+, OpType=(?P<detail>\w+))?",
+    ),
+    _rule(
+        C.NCCL_TIMEOUT,
+        "store_timeout",
+        ("Socket Timeout", "DistStoreError"),
+        r"(?:ncclUniqueId|DistBackendError|DistStoreError|TCPStore|store->get).*(?:Socket Timeout|[Tt]imed out)",
+    ),
+    _rule(
+        C.NCCL_TIMEOUT,
+        "nccl_remote_error",
+        "remote process exited",
+        r"remote process exited or there was a network error",
+    ),
+    _rule(C.NCCL_TIMEOUT, "nccl_cuda_error", "unhandled cuda error", r"unhandled cuda error"),
+    _rule(C.NCCL_TIMEOUT, "dist_network_error", "DistNetworkError", r"\bDistNetworkError\b"),
+    # -- Ray workers dying without a clearer cause --------------------------------------------
+    _rule(
+        C.WORKER_DIED,
+        "actor_died",
+        ("ActorDiedError", "RayActorError", "WorkerCrashedError", "ActorUnavailableError"),
+        r"\b(?P<detail>ActorDiedError|RayActorError|WorkerCrashedError|ActorUnavailableError)\b",
+    ),
+    _rule(
+        C.WORKER_DIED,
+        "segfault",
+        ("Segmentation fault", "SIGSEGV"),
+        r"Fatal Python error: Segmentation fault|Segmentation fault \(core dumped\)|\bSIGSEGV received\b",
+    ),
+    _rule(C.WORKER_DIED, "raylet_worker_died", "worker died or was killed", r"worker died or was killed"),
+    _rule(
+        C.WORKER_DIED,
+        "raylet_workers_crashed",
+        "crashed due to other reasons",
+        r"(?P<detail>\d+) Workers? crashed due to other reasons",
+        supporting=True,
+        accept=_positive_count,
+    ),
+    # -- recognised, but nothing this tool can fix --------------------------------------------
+    _rule(C.UNKNOWN, "illegal_memory_access", "illegal memory access", r"an illegal memory access was encountered"),
+    _rule(C.UNKNOWN, "device_side_assert", "device-side assert", r"device-side assert triggered"),
+)
+
+# One pass over a line decides whether any rule can apply at all (most lines match none).
+ANY_NEEDLE_RE = re.compile("|".join(sorted({re.escape(n) for r in RULES for n in r.needles}, key=len, reverse=True)))
+
+# Priority when several categories match (peers.md §2.1): configuration and environment
+# errors first (deterministic, the rest is their fallout), then host RAM, rollout, training
+# GPU memory, NCCL, dead workers, and unknown last.
+CATEGORY_PRIORITY: dict[ErrorCategory, int] = {
+    C.CONFIG_ERROR: 0,
+    C.ENVIRONMENT: 0,
+    C.MISSING_FILE: 0,
+    C.RESOURCES: 0,
+    C.TRACKING: 0,
+    C.HOST_OOM: 1,
+    C.ROLLOUT_OOM: 2,
+    C.GPU_OOM: 3,
+    C.NCCL_TIMEOUT: 4,
+    C.WORKER_DIED: 5,
+    C.UNKNOWN: 6,
+}

@@ -1,0 +1,111 @@
+"""Turn a raw verl/Ray console log into clean lines (pure).
+
+verl runs inside Ray, so the driver log interleaves the output of many processes: Ray
+prefixes every forwarded line with its origin (``(WorkerDict pid=12, ip=10.0.0.2)``,
+``(raylet)``), colours some of it, folds repeats into ``[repeated 3x across cluster]``,
+and tqdm redraws its bar with ``\\r`` rather than ``\\n``. Both the progress parser and
+the error classifier want the bare text of each logical line, and the classifier also
+wants to know which process printed it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+# CSI (colours, cursor moves), OSC (terminal hyperlinks from rich/SwanLab, ended by BEL or
+# ESC \) and the remaining two-byte escapes. A stray ESC left by a chunk cut is dropped too.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"
+    r"|\x1b\][^\x07\x1b\n]*(?:\x07|\x1b\\)?"
+    r"|\x1b[@-Z\\-_]"
+    r"|\x1b"
+)
+
+# `(WorkerDict pid=1234)`, `(TaskRunner pid=9, ip=10.0.0.2)`, `(pid=1234)`, and Ray's own
+# daemons (`(raylet)`, `(raylet, ip=…)`, `(autoscaler +1m2s)`). Only at the start of a line:
+# the same shapes inside a message (e.g. `ray::WorkerDict.f() (pid=1, ip=…)`) are content.
+_RAY_PREFIX_RE = re.compile(
+    r"^\((?:(?P<cls>[A-Za-z_][\w.:-]*) )?pid=\w+(?:, ip=[\w.:-]+)?\) ?"
+    r"|^\((?P<daemon>raylet|gcs_server|autoscaler|scheduler|monitor|dashboard)(?:[ ,][^)]*)?\) ?"
+)
+
+_REPEATED_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+
+# Lines end with \n, \r\n or a lone \r (tqdm redraws).
+_LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
+
+
+class LogLine(NamedTuple):
+    """One cleaned line and the Ray process that printed it (None: the driver itself)."""
+
+    text: str
+    source: str | None
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal escape sequences (colours, cursor moves, hyperlinks)."""
+    if "\x1b" not in text:
+        return text
+    return _ANSI_RE.sub("", text)
+
+
+def split_ray_prefix(line: str) -> LogLine:
+    """Split Ray's origin prefix off one line (ANSI already stripped)."""
+    if not line.startswith("("):
+        return LogLine(line, None)
+    match = _RAY_PREFIX_RE.match(line)
+    if match is None:
+        return LogLine(line, None)
+    source = match.group("cls") or match.group("daemon") or "pid"
+    return LogLine(line[match.end() :], source)
+
+
+def strip_ray_prefix(line: str) -> str:
+    """The line without Ray's `(Class pid=N[, ip=…])` / `(raylet)` prefix."""
+    return split_ray_prefix(line).text
+
+
+def strip_repeated_suffix(line: str) -> str:
+    """Drop Ray's dedup marker so the message reads as printed."""
+    if "across cluster]" not in line:
+        return line
+    return _REPEATED_RE.sub("", line)
+
+
+def split_lines(text: str) -> list[str]:
+    """Split on \\n, \\r\\n and lone \\r (tqdm's redraws are separate lines)."""
+    return _LINE_BREAK_RE.split(text)
+
+
+def clean_line(raw: str) -> str:
+    """One raw segment (no line breaks) made readable: no ANSI, no Ray prefix or dedup marker."""
+    return strip_repeated_suffix(strip_ray_prefix(strip_ansi(raw)))
+
+
+def clean_log_lines(text: str) -> list[LogLine]:
+    """Every logical line of a log, cleaned, with its Ray source.
+
+    A physical line that tqdm redrew with \\r becomes several lines; the segments after the
+    first carry no prefix of their own, so they inherit the physical line's source.
+    """
+    result: list[LogLine] = []
+    for physical in strip_ansi(text).replace("\r\n", "\n").split("\n"):
+        segments = physical.split("\r")
+        first = split_ray_prefix(segments[0])
+        source = first.source
+        result.append(LogLine(strip_repeated_suffix(first.text), source))
+        for segment in segments[1:]:
+            nested = split_ray_prefix(segment)
+            result.append(LogLine(strip_repeated_suffix(nested.text), nested.source or source))
+    return result
+
+
+def clean_lines(text: str) -> list[str]:
+    """The cleaned text of every logical line; line N (1-based) is ``clean_lines(t)[N-1]``."""
+    return [line.text for line in clean_log_lines(text)]
+
+
+def clean_text(text: str) -> str:
+    """The whole log cleaned, one logical line per ``\\n``; the classifier's line numbers refer to it."""
+    return "\n".join(clean_lines(text))

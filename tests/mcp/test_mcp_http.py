@@ -1,0 +1,144 @@
+"""Streamable HTTP: loopback by default with DNS-rebinding protection, a bearer token required
+anywhere else, and a refusal to start without one. Real server processes, real sockets."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from mcp import Client
+from verl_async_dapo.server_http import ServeConfigError, http_settings
+
+TOKEN = "test-token-0123456789-abcdefghij"
+WILDCARD = "0.0.0.0"  # noqa: S104 - the address under test (the server must refuse it)
+INITIALIZE = json.dumps({
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+})  # fmt: skip
+
+
+def free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def serve_argv(host: str, port: int) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "verl_async_dapo",
+        "serve",
+        "--transport",
+        "http",
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+
+
+@contextmanager
+def http_server(host: str, env: dict[str, str], tmp_path: Path) -> Iterator[int]:
+    port = free_port(host)
+    full_env = {**os.environ, **env, "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state")}
+    with (tmp_path / "server.log").open("wb") as log:
+        proc = subprocess.Popen(serve_argv(host, port), env=full_env, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection((host, port), timeout=1).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        pytest.fail(f"server did not start: {(tmp_path / 'server.log').read_text()}")
+                    time.sleep(0.1)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def post(host: str, port: int, *, host_header: str, headers: dict[str, str] | None = None) -> int:
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn.request("POST", "/mcp", body=INITIALIZE, headers={
+        "Host": host_header, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **(headers or {}),
+    })  # fmt: skip
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_off_loopback_without_a_token_the_server_refuses_to_start(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "VERL_ASYNC_DAPO_HTTP_TOKEN"}
+    env["VERL_ASYNC_DAPO_HOME"] = str(tmp_path / "state")
+    proc = subprocess.run(serve_argv(WILDCARD, free_port("127.0.0.1")), env=env, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "VERL_ASYNC_DAPO_HTTP_TOKEN" in proc.stderr
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "env", "complaint"),
+    [
+        ("10.1.2.3", {}, "VERL_ASYNC_DAPO_HTTP_TOKEN"),
+        (WILDCARD, {"VERL_ASYNC_DAPO_HTTP_TOKEN": TOKEN}, "VERL_ASYNC_DAPO_ALLOWED_HOSTS"),
+        ("127.0.0.1", {"VERL_ASYNC_DAPO_HTTP_TOKEN": "short"}, "too short"),
+    ],
+)
+def test_unsafe_http_settings_are_refused(host: str, env: dict[str, str], complaint: str) -> None:
+    with pytest.raises(ServeConfigError, match=complaint):
+        http_settings(host, 8765, env)
+
+
+def test_off_loopback_hosts_are_explicit() -> None:
+    security, token = http_settings("10.1.2.3", 8765, {"VERL_ASYNC_DAPO_HTTP_TOKEN": TOKEN})
+    assert token == TOKEN
+    assert security is not None and security.enable_dns_rebinding_protection
+    assert security.allowed_hosts == ["10.1.2.3:8765", "10.1.2.3"]
+    security, _ = http_settings("::", 9000, {"VERL_ASYNC_DAPO_HTTP_TOKEN": TOKEN,
+                                             "VERL_ASYNC_DAPO_ALLOWED_HOSTS": "gpu.lan:9000"})  # fmt: skip
+    assert security is not None and security.allowed_hosts == ["gpu.lan:9000"]
+
+
+def test_loopback_default_blocks_dns_rebinding(tmp_path: Path) -> None:
+    with http_server("127.0.0.1", {}, tmp_path) as port:
+        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}") == 200
+        assert post("127.0.0.1", port, host_header=f"evil.example:{port}") == 421
+        assert (
+            post("127.0.0.1", port, host_header=f"127.0.0.1:{port}", headers={"Origin": "http://evil.example"}) == 403
+        )
+
+
+def test_off_loopback_requires_the_bearer_token(tmp_path: Path) -> None:
+    host = "127.0.0.2"  # a non-default bind address: the SDK's automatic protection does not apply here
+    with http_server(host, {"VERL_ASYNC_DAPO_HTTP_TOKEN": TOKEN}, tmp_path) as port:
+        good = f"{host}:{port}"
+        assert post(host, port, host_header=good) == 401
+        assert post(host, port, host_header=good, headers={"Authorization": "Bearer wrong-token"}) == 401
+        assert post(host, port, host_header=good, headers={"Authorization": f"Bearer {TOKEN}"}) == 200
+        assert post(host, port, host_header=f"evil.example:{port}", headers={"Authorization": f"Bearer {TOKEN}"}) == 421
+
+
+async def test_mcp_client_over_http_on_loopback(tmp_path: Path) -> None:
+    with http_server("127.0.0.1", {}, tmp_path) as port:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            assert "list_containers" in names
+            session = await c.call_tool("get_session", {})
+            assert not session.is_error
+            assert session.structured_content is not None
+            assert session.structured_content["next_question"] == "container"

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The project's test command (see README): venv, Docker Engine, lint, test image, then the whole pytest suite.
+#
+#   bash tests/run.sh [extra pytest args]
+#
+# Exits non-zero on any failure, and also when pytest ran no test at all (pytest exit code 5).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+started=$SECONDS
+
+step "venv .venv + pip install -e '.[test]'"
+if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q -e '.[test]'
+
+step "Docker Engine, mmdebstrap, shellcheck (tests/harness/ensure_docker.sh)"
+bash tests/harness/ensure_docker.sh
+
+step "ruff check"
+.venv/bin/ruff check .
+
+step "shellcheck"
+mapfile -t scripts < <(find tests scripts .ci -type f \( -name '*.sh' -o -path .ci/run \) 2>/dev/null | LC_ALL=C sort)
+shellcheck "${scripts[@]}"
+
+step "test image (tests/harness/build_image.sh)"
+image=$(bash tests/harness/build_image.sh | tail -n 1)
+printf 'test image: %s\n' "$image" >&2
+
+step "pytest"
+rc=0
+.venv/bin/python -m pytest -p no:cacheprovider tests/ "$@" || rc=$?
+printf 'tests/run.sh: %ss in total\n' "$((SECONDS - started))" >&2
+if [[ $rc -eq 5 ]]; then
+    echo "tests/run.sh: ERROR: pytest collected no tests" >&2
+    exit 1
+fi
+exit "$rc"

@@ -1,0 +1,74 @@
+"""File access inside a target: tails and ranges by seeking, sizes, existence, small writes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from target_helpers import Env
+
+from verl_async_dapo.targets.base import TargetError
+
+GIB = 1 << 30
+
+
+async def test_tail_of_a_1gib_file_reads_only_the_end(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    path = f"{env.work}/huge.log"
+    # Sparse: 1 GiB of holes costs no disk; a reader that scanned it would take seconds.
+    assert (await env.target.run(["truncate", "-s", "1G", "--", path])).exit_code == 0
+    append = await env.target.run(["sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "vad", "THE LAST LINE", path])
+    assert append.exit_code == 0
+    t0 = time.monotonic()
+    tail = await env.target.read_tail(path, 14)
+    t_tail = time.monotonic() - t0
+    t0 = time.monotonic()
+    size = await env.target.file_size(path)
+    end = await env.target.read_range(path, GIB, 64)
+    middle = await env.target.read_range(path, GIB // 2, 16)
+    t_rest = time.monotonic() - t0
+    assert tail == b"THE LAST LINE\n"
+    assert size == GIB + 14
+    assert end == b"THE LAST LINE\n"
+    assert middle == b"\0" * 16
+    with capsys.disabled():
+        print(f"\n[{env.kind}] tail of 1 GiB: {t_tail * 1000:.0f} ms; size + 2 ranges: {t_rest * 1000:.0f} ms")
+
+
+async def test_read_range_edges(env: Env) -> None:
+    path = f"{env.work}/digits"
+    await env.target.write_file(path, b"0123456789")
+    assert await env.target.read_range(path, 2, 3) == b"234"
+    assert await env.target.read_range(path, 8, 10) == b"89"
+    assert await env.target.read_range(path, 100, 5) == b""
+    assert await env.target.read_range(path, 0, 0) == b""
+    assert await env.target.read_tail(path, 100) == b"0123456789"
+    assert await env.target.read_tail(path, 0) == b""
+
+
+async def test_missing_files(env: Env) -> None:
+    missing = f"{env.work}/nope/nothing.log"
+    assert await env.target.file_size(missing) is None
+    with pytest.raises(TargetError, match=r"nothing\.log"):
+        await env.target.read_tail(missing, 10)
+    with pytest.raises(TargetError, match=r"nothing\.log"):
+        await env.target.read_range(missing, 0, 10)
+    assert await env.target.paths_exist([missing, env.work, "/"]) == {missing: False, env.work: True, "/": True}
+    assert await env.target.paths_exist([]) == {}
+
+
+async def test_write_file_creates_parents_sets_mode_and_replaces(env: Env) -> None:
+    path = f"{env.work}/a/b c/secret.txt"
+    await env.target.write_file(path, b"first version, longer\n", mode=0o600)
+    await env.target.write_file(path, b"second\n", mode=0o640)
+    assert await env.target.read_tail(path, 100) == b"second\n"
+    mode = await env.target.run(["stat", "-c", "%a", "--", path])
+    assert mode.stdout.strip() == "640"
+
+
+async def test_binary_roundtrip(env: Env) -> None:
+    data = bytes(range(256)) * 4
+    path = f"{env.work}/bin"
+    await env.target.write_file(path, data)
+    assert await env.target.read_range(path, 0, len(data)) == data
+    assert await env.target.read_range(path, 255, 3) == bytes([255, 0, 1])
+    assert await env.target.file_size(path) == len(data)

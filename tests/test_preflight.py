@@ -1,0 +1,258 @@
+"""Preflight checks and the Hydra dry-run, against the real test container and this host.
+
+The container comes from the harness test image: python3 + hydra-core, verl stand-in trees at
+/verl (0.9.1), /opt/verl-0.9.1 and /opt/verl-0.6.1 (real configs from the wheels), no GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from docker.models.containers import Container
+
+from verl_async_dapo import preflight
+from verl_async_dapo.preflight import CheckStatus, PreflightReport, run_preflight, validate_overrides
+from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.targets.base import InvalidTargetInput, Target
+from verl_async_dapo.targets.docker import DockerTarget
+from verl_async_dapo.targets.host import HostTarget
+
+STALE_DAPO_KEY = "reward_model.overlong_buffer.enable=True"  # the 0.6.x name; gone from 0.7.1 on
+CURRENT_DAPO_KEY = "reward.reward_kwargs.overlong_buffer_cfg.enable=True"
+DAPO_CONFIG = ("recipe/dapo/config", "dapo_trainer")
+
+# nvidia-smi stand-in: the csv the real one prints for the query preflight sends (GPU 1 is busy).
+FAKE_NVIDIA_SMI = b"""#!/bin/sh
+printf '0, 81559 MiB, 1 MiB\\n1, 81559 MiB, 40000 MiB\\n'
+"""
+
+
+def settings(**values: object) -> TrainingSettings:
+    return TrainingSettings.model_validate(values)
+
+
+def by_name(report: PreflightReport, name: str) -> preflight.Check:
+    (check,) = [c for c in report.checks if c.name == name]
+    return check
+
+
+async def provide_inputs(target: Target, home: str) -> None:
+    for path in (
+        f"{home}/models/Qwen3-8B/config.json",
+        f"{home}/data/dapo-math-17k.parquet",
+        f"{home}/data/aime-2024.parquet",
+    ):
+        await target.write_file(path, b"{}")
+
+
+@pytest.fixture
+def docker_target(container: Container) -> DockerTarget:
+    return DockerTarget(container.name)
+
+
+@pytest.fixture
+def venv_python_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host target runs `python3` from PATH: make that the venv's (it has hydra), as an activated venv would."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+async def test_container_missing_model_reports_error_and_gpu_warning(docker_target: DockerTarget) -> None:
+    report = await run_preflight(docker_target, settings())
+    lines = report.lines()
+    assert not report.ok
+    model = by_name(report, "MODEL_PATH")
+    assert model.status is CheckStatus.ERROR
+    assert (
+        f"[error] MODEL_PATH: /verl/models/Qwen3-8B does not exist in {docker_target.name}"
+        " → download the model there or set MODEL_PATH"
+    ) in lines
+    gpus = by_name(report, "gpus")
+    assert gpus.status is CheckStatus.WARNING and gpus.detail.startswith("cannot count GPUs")
+    assert any(line.startswith("[warn] gpus: cannot count GPUs") and " → " in line for line in lines)
+    assert by_name(report, "verl").detail == "verl 0.9.1 (/verl/verl/version/version)"
+    assert by_name(report, "dapo recipe").detail == "/verl/recipe/dapo/main_dapo.py"
+    assert by_name(report, "hydra").detail.startswith("hydra-core 1.3")
+    assert by_name(report, "target").status is CheckStatus.OK
+    assert by_name(report, "disk").status in (CheckStatus.OK, CheckStatus.WARNING)
+    assert {c.name for c in report.errors} == {"MODEL_PATH", "TRAIN_FILE", "VAL_FILE"}
+    as_json = json.loads(json.dumps(report.to_dict()))
+    assert as_json["ok"] is False and as_json["target"] == docker_target.name
+    assert {"name": "MODEL_PATH", "status": "error"}.items() <= as_json["checks"][
+        [c["name"] for c in as_json["checks"]].index("MODEL_PATH")
+    ].items()
+
+    await provide_inputs(docker_target, "/verl")
+    again = await run_preflight(docker_target, settings())
+    assert again.ok, again.lines()
+    assert [c.name for c in again.warnings][:1] == ["gpus"]
+
+
+async def test_gpu_count_against_required(docker_target: DockerTarget) -> None:
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI, mode=0o755)
+    report = await run_preflight(docker_target, settings(TRAINER_GPUS=4, ROLLOUT_GPUS=4))
+    assert (
+        "[error] gpus: 2 GPU(s) visible, 8 required (dapo) → lower TRAINER_GPUS/ROLLOUT_GPUS/N_GPUS or pick a target with more GPUs"
+        in report.lines()
+    )
+    assert by_name(report, "gpu memory").status is CheckStatus.WARNING
+    assert "GPU(s) 1 already" in by_name(report, "gpu memory").detail
+    enough = await run_preflight(docker_target, settings(N_GPUS=2, MODE="dapo"))
+    assert by_name(enough, "gpus").status is CheckStatus.OK
+
+
+async def test_one_step_off_module_follows_the_detected_profile(docker_target: DockerTarget) -> None:
+    legacy = await run_preflight(docker_target, settings(MODE="one_step_off_policy", VERL_HOME="/opt/verl-0.6.1"))
+    assert by_name(legacy, "verl").detail.startswith("verl 0.6.1")
+    assert by_name(legacy, "one-step-off module").detail == "/opt/verl-0.6.1/recipe/one_step_off_policy/main_ppo.py"
+    current = await run_preflight(docker_target, settings(MODE="one_step_off_policy"))
+    module = by_name(current, "one-step-off module")
+    assert module.detail == "/verl/verl/experimental/one_step_off_policy/main_ppo.py"
+    # 0.9.1 has no recipe/one_step_off_policy: a legacy-layout answer would be wrong there.
+    assert module.status is CheckStatus.OK
+
+
+async def test_missing_recipe_submodule_names_the_fix(docker_target: DockerTarget) -> None:
+    assert (await docker_target.run(["rm", "-rf", "--", "/verl/recipe"])).exit_code == 0
+    report = await run_preflight(docker_target, settings())
+    recipe = by_name(report, "dapo recipe")
+    assert recipe.status is CheckStatus.ERROR
+    assert "/verl/recipe/dapo/main_dapo.py" in recipe.detail
+    assert recipe.fix and "git submodule update --init --recursive recipe" in recipe.fix
+
+
+async def test_missing_verl_home(docker_target: DockerTarget) -> None:
+    report = await run_preflight(docker_target, settings(VERL_HOME="/nowhere/verl"))
+    verl = by_name(report, "verl")
+    assert verl.status is CheckStatus.ERROR and "/nowhere/verl" in verl.detail and verl.fix
+    assert "dapo recipe" not in {c.name for c in report.checks}
+
+
+async def test_disk_thresholds(docker_target: DockerTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preflight, "DISK_WARN_BYTES", 1 << 60)
+    warn = by_name(await run_preflight(docker_target, settings(CKPT_DIR="/ckpt/run1")), "disk")
+    assert warn.status is CheckStatus.WARNING and "free at / (checkpoints: /ckpt/run1)" in warn.detail
+    monkeypatch.setattr(preflight, "DISK_ERROR_BYTES", 1 << 60)
+    error = by_name(await run_preflight(docker_target, settings()), "disk")
+    assert error.status is CheckStatus.ERROR and "CKPT_DIR" in (error.fix or "")
+
+
+async def test_unreachable_target_is_one_error(docker_engine: None) -> None:
+    report = await run_preflight(DockerTarget(f"vadt-missing-{uuid.uuid4().hex[:6]}"), settings())
+    assert [c.name for c in report.checks] == ["target"]
+    assert not report.ok and report.lines()[0].startswith("[error] target: ")
+
+
+async def test_host_preflight(host_verl_tree: Path, venv_python_first: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = str(host_verl_tree)
+    target = HostTarget()
+    report = await run_preflight(target, settings(VERL_HOME=home))
+    assert by_name(report, "verl").detail == f"verl 0.9.1 ({home}/verl/version/version)"
+    assert by_name(report, "hydra").status is CheckStatus.OK
+    assert by_name(report, "gpus").status is CheckStatus.WARNING  # no nvidia-smi on this machine
+    assert by_name(report, "MODEL_PATH").detail == f"{home}/models/Qwen3-8B does not exist in host"
+    await provide_inputs(target, home)
+    assert (await run_preflight(target, settings(VERL_HOME=home))).ok
+
+
+# --- validate_overrides ---------------------------------------------------------------------------------------
+
+
+async def test_stale_key_fails_with_verls_message_in_container(docker_target: DockerTarget) -> None:
+    result = await validate_overrides(docker_target, "/verl", *DAPO_CONFIG, [STALE_DAPO_KEY])
+    assert not result.ok and result.error
+    assert "Could not override 'reward_model.overlong_buffer.enable'" in result.error
+    assert "Key 'overlong_buffer' is not in struct" in result.error
+    assert (
+        await validate_overrides(docker_target, "/verl", *DAPO_CONFIG, [CURRENT_DAPO_KEY, "trainer.total_epochs=1"])
+    ).ok
+    appended = await validate_overrides(docker_target, "/verl", *DAPO_CONFIG, ["+trainer.total_epochs=2"])
+    assert appended.error and appended.error.startswith(
+        "Could not append to config. An item is already at 'trainer.total_epochs'"
+    )
+    # The same key is right on 0.6.1, whose DAPO config still has reward_model.overlong_buffer.
+    assert (await validate_overrides(docker_target, "/opt/verl-0.6.1", *DAPO_CONFIG, [STALE_DAPO_KEY])).ok
+    one_step = await validate_overrides(
+        docker_target,
+        "/verl",
+        "verl/experimental/one_step_off_policy/config",
+        "one_step_off_ppo_trainer.yaml",
+        [STALE_DAPO_KEY],
+    )
+    assert one_step.error and "Could not override" in one_step.error
+
+
+async def test_stale_key_fails_on_the_host(host_verl_tree: Path, venv_python_first: None) -> None:
+    home = str(host_verl_tree)
+    result = await validate_overrides(HostTarget(), home, *DAPO_CONFIG, [STALE_DAPO_KEY])
+    assert result.error and "Could not override 'reward_model.overlong_buffer.enable'" in result.error
+    assert (await validate_overrides(HostTarget(), home, *DAPO_CONFIG, [CURRENT_DAPO_KEY])).ok
+
+
+async def test_searchpath_is_relative_to_the_verl_root(
+    host_verl_tree: Path, venv_python_first: None, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    config_dir = str(host_verl_tree / DAPO_CONFIG[0])
+    result = await validate_overrides(HostTarget(), str(elsewhere), config_dir, DAPO_CONFIG[1], [])
+    assert result.error and "Could not load 'ppo_trainer'" in result.error
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["-c", "--cfg=job", "trainer.x=1\ntrainer.y=2", "trainer.x=a\x00b", "trainer.x=\r", ""],
+)
+async def test_unsafe_overrides_are_refused_before_running(bad: str) -> None:
+    with pytest.raises(InvalidTargetInput):
+        await validate_overrides(HostTarget(), "/verl", *DAPO_CONFIG, ["trainer.total_epochs=1", bad])
+
+
+@pytest.mark.parametrize(
+    ("home", "path", "name"),
+    [
+        ("relative", *DAPO_CONFIG),
+        ("/verl", "../etc", "dapo_trainer"),
+        ("/verl", DAPO_CONFIG[0], "../x"),
+        ("-v", *DAPO_CONFIG),
+    ],
+)
+async def test_bad_locations_are_refused(home: str, path: str, name: str) -> None:
+    with pytest.raises(ValueError):
+        await validate_overrides(HostTarget(), home, path, name, [])
+
+
+async def test_override_values_are_data_not_commands(
+    container: Container, host_verl_tree: Path, venv_python_first: None
+) -> None:
+    canary = f"/tmp/CANARY-{uuid.uuid4().hex[:8]}"
+    quoted = [
+        f"trainer.experiment_name='$(touch {canary})'",
+        f"trainer.project_name='`touch {canary}`; touch {canary} | x && y'",
+    ]
+    unquoted = [f"trainer.experiment_name=$(touch {canary})"]
+    docker_target = DockerTarget(container.name)
+    for target, home in ((docker_target, "/verl"), (HostTarget(), str(host_verl_tree))):
+        assert (await validate_overrides(target, home, *DAPO_CONFIG, quoted)).ok
+        grammar = await validate_overrides(target, home, *DAPO_CONFIG, unquoted)
+        assert grammar.error and "mismatched input '('" in grammar.error  # Hydra's parser, not a shell
+    assert not os.path.exists(canary)
+    assert not (await docker_target.paths_exist([canary]))[canary]
+
+
+def test_report_rendering() -> None:
+    report = PreflightReport(
+        target="t",
+        checks=[
+            preflight.Check("a", CheckStatus.OK, "fine", "unused"),
+            preflight.Check("b", CheckStatus.WARNING, "meh", "do x"),
+            preflight.Check("c", CheckStatus.ERROR, "bad", "do y"),
+        ],
+    )
+    assert report.lines() == ["[ok] a: fine", "[warn] b: meh → do x", "[error] c: bad → do y"]
+    assert not report.ok and str(report).count("\n") == 2
+    assert report.to_dict()["checks"][2] == {"name": "c", "status": "error", "detail": "bad", "fix": "do y"}
