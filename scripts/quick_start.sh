@@ -18,7 +18,8 @@ export MODE="${MODE:-dapo}"
 log_info "1/2 preflight on ${container}"
 vad preflight --container "${container}" --mode "${MODE}" || die "preflight failed: fix the [error] lines above"
 log_info "2/2 starting ${MODE} (default features unless USER_FEATURES is set)"
-args=(start --container "${container}" --mode "${MODE}" --skip-preflight)
+# No --skip-preflight: start needs its own preflight to detect the verl version (unless VERL_VERSION is set).
+args=(start --container "${container}" --mode "${MODE}")
 [[ "${FOLLOW:-0}" == "1" ]] && args+=(--wait)
 status=0
 vad "${args[@]}" || status=$?
