@@ -19,6 +19,7 @@ from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.flow import Question, check_start_allowed
+from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
 from verl_async_dapo.runspec import RunSpec
@@ -28,6 +29,7 @@ from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_i
 from verl_async_dapo.supervisor import supervisor_alive
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
+from verl_async_dapo.verl import PlanError
 
 STALE_PROGRESS_SECONDS = 30.0
 LINK_WAIT_SECONDS = 3.0
@@ -104,12 +106,17 @@ async def start_training(
         raise UserInputError(f"{container.name} is busy with run {busy[0]}; stop it first or choose another target")
     run_id = new_id("run")
     spec = RunSpec(run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}", **spec_without_dir)
+    try:  # the supervisor builds this same plan: refuse an unplannable run here, before it exists
+        plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
+    except PlanError as exc:
+        raise UserInputError(f"cannot plan this run, nothing was started: {exc}") from None
     try:
         ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
     except StoreError as exc:
         raise UserInputError(str(exc)) from exc
     spawn_supervisor(ctx, run_id)
-    url = await _wait_for_link(ctx, run_id)
+    # Only SwanLab cloud prints a run link; waiting for one in local/disabled mode would just delay the answer.
+    url = await _wait_for_link(ctx, run_id) if spec.swanlab is not None and spec.swanlab.mode == "cloud" else None
     features = spec.first_attempt_config().features.effective
     return StartResult(
         run_id=run_id, status=ctx.store.run(run_id).status, target=container.name,  # type: ignore[union-attr]
@@ -214,6 +221,17 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         "resumed_from_step": progress.get("resumed_from_step"), "swanlab_url": run.swanlab_url,
         "as_of": run.progress_at, "final_reason": run.final_reason, "suggestions": run.suggestions,
     }  # fmt: skip
+
+
+async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:
+    """The last ``max_bytes`` of the run's current attempt log (None before any attempt started)."""
+    run = resolve_run(ctx, run_id)
+    attempts = ctx.store.attempts(run.id)
+    job = attempts[-1].job if attempts else None
+    if job is None:
+        return run, None
+    handle = JobHandle(**job)
+    return run, await get_target(handle.target).read_tail(handle.log_path, max_bytes)
 
 
 async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:

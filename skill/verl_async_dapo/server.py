@@ -34,8 +34,7 @@ from verl_async_dapo import server_models as wire
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.errors import user_facing_error
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
-from verl_async_dapo.targets.base import JobHandle
-from verl_async_dapo.targets.registry import get_target, list_targets
+from verl_async_dapo.targets.registry import list_targets
 
 logger = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -196,10 +195,6 @@ async def choose_features(
 # -- question 4: SwanLab ------------------------------------------------------------------
 
 
-def _swanlab_question_open(view: sessions.SessionView) -> bool:
-    return view.next_question not in ("container", "proxy", "features")
-
-
 async def _ask_swanlab_key(
     mode: wire.SwanlabModeName | None, host: str | None, api_key: str | None, ctx: Context[AppContext]
 ) -> Elicit[wire.SwanlabKeyForm] | _NotAsked:
@@ -208,8 +203,9 @@ async def _ask_swanlab_key(
     if api_key or (mode or "cloud") != "cloud":
         return _NotAsked("not_needed")
     with _service_errors(app):
-        view = sessions.view(app)
-    if not _swanlab_question_open(view) or (mode is None and host is None and view.swanlab_preconfigured):
+        is_open = sessions.swanlab_question_open(app)
+        preconfigured = sessions.preconfigured_swanlab(app) is not None
+    if not is_open or (mode is None and host is None and preconfigured):
         return _NotAsked("not_needed")
     if not _can_elicit(ctx):
         return _NotAsked("cannot_ask")
@@ -244,9 +240,7 @@ async def configure_swanlab(
     if mode is None and host is None and api_key is None and configured is not None:
         return wire.SwanlabOut(already_configured=True, configured_from=configured.source, changed=False,
                                setting=configured.describe(), key_from="none", session=_session(view))  # fmt: skip
-    if not _swanlab_question_open(view):
-        raise ToolError(f"SwanLab is question 4 of 4; {view.next_step}")
-    if (mode or "cloud") == "cloud" and api_key is None:
+    if (mode or "cloud") == "cloud" and api_key is None and sessions.swanlab_question_open(app):
         raise ToolError(
             "SwanLab cloud mode needs an API key and this client cannot show the user a form for it: "
             "ask the user for the key and pass api_key, set SWANLAB_API_KEY (and SWANLAB_HOST) in the "
@@ -402,13 +396,9 @@ async def run_log_resource(run_id: str, ctx: Context) -> str:
     if app.store.run(run_id) is None:
         raise ResourceNotFoundError(f"unknown run {run_id!r}; get_progress shows the latest run's id")
     try:
-        run = runs.resolve_run(app, run_id)
-        attempts = app.store.attempts(run.id)
-        job = attempts[-1].job if attempts else None
-        if job is None:
+        run, tail = await runs.log_tail(app, run_id, LOG_TAIL_BYTES)
+        if tail is None:
             return wire.log_resource_text(run.id, None, run.status)
-        handle = JobHandle(**job)
-        tail = await get_target(handle.target).read_tail(handle.log_path, LOG_TAIL_BYTES)
     except ResourceError:
         raise
     except Exception as exc:

@@ -52,6 +52,7 @@ class SessionView(BaseModel):
     swanlab_preconfigured: bool
     swanlab_source: str | None = None
     run_id: str | None = None
+    latest_run_id: str | None = None  # the newest run of any session, e.g. one that just finished
 
 
 RUN_TO_SESSION_STATE = {
@@ -93,6 +94,7 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
             next_step=PROMPTS[Question.CONTAINER].hint, prompt_zh=PROMPTS[Question.CONTAINER].prompt_zh,
             prompt_en=PROMPTS[Question.CONTAINER].prompt_en, answers={},
             swanlab_preconfigured=configured is not None, swanlab_source=configured.source if configured else None,
+            latest_run_id=_latest_run_id(ctx),
         )  # fmt: skip
     if not ctx.store.session_exists(sid):
         raise UserInputError(f"unknown session {sid[:40]!r}; call get_session without an id for the current one")
@@ -110,7 +112,19 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
         swanlab_preconfigured=configured is not None,
         swanlab_source=configured.source if configured else None,
         run_id=run_id,
+        latest_run_id=_latest_run_id(ctx),
     )
+
+
+def _latest_run_id(ctx: AppContext) -> str | None:
+    latest = ctx.store.latest_run()
+    return latest.id if latest else None
+
+
+def swanlab_question_open(ctx: AppContext) -> bool:
+    """Whether configure_swanlab may be answered now (the three earlier questions are answered)."""
+    current = view(ctx)
+    return current.session_id is not None and current.next_question not in ("container", "proxy", "features")
 
 
 def _session_for(ctx: AppContext, question: Question, session_id: str | None = None) -> str:
@@ -215,11 +229,11 @@ async def configure_swanlab(
     session_id: str | None = None,
 ) -> tuple[SessionView, swanlab_cfg.KeyCheck]:
     """Question 4: SwanLab host + key (checked against the host before it is accepted)."""
+    sid = _session_for(ctx, Question.SWANLAB, session_id)  # order first: "choose a container first" wins
     try:
         cfg = swanlab_cfg.session_config(mode=mode, host=host, api_key=api_key, log_dir=log_dir)
     except (ValueError, swanlab_cfg.SwanlabConfigError) as exc:
         raise UserInputError(ctx.scrub(str(exc))) from exc
-    sid = _session_for(ctx, Question.SWANLAB, session_id)
     check = await swanlab_cfg.check_key(cfg)
     if check.status in ("wrong_key", "unreachable", "error"):
         raise UserInputError(f"SwanLab key check: {check.message}")

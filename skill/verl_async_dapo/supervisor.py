@@ -29,7 +29,7 @@ from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
-from verl_async_dapo.preflight import validate_overrides
+from verl_async_dapo.preflight import ValidationResult, validate_override_sets, validate_overrides
 from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
 from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
@@ -79,6 +79,12 @@ class Supervisor:
         self.settings = self.spec.training_settings()
         self.target: Target = get_target(self.spec.target)
         self._stop_requested = False
+        # Override sets validated ahead of need (the next rung of each OOM ladder, checked while the attempt
+        # runs) so a relaunch does not wait ~1 s for Hydra in the target: key → result, or an Event while pending.
+        self._validated: dict[tuple[str, ...], ValidationResult | anyio.Event] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._unsaved: tuple[ProgressParser, int] | None = None  # parsed but not yet written progress
+        self._last_save = 0.0
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -86,6 +92,7 @@ class Supervisor:
         """Drive the run to a final state; returns it."""
         self.ctx.store.update_run(self.run_id, supervisor_pid=os.getpid(), heartbeat_at=time.time())
         async with anyio.create_task_group() as tg:
+            self._tg = tg
             tg.start_soon(self._heartbeat)
             final = await self._drive()
             tg.cancel_scope.cancel()
@@ -139,8 +146,16 @@ class Supervisor:
             "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
             run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes)},
         )  # fmt: skip
-        await self._make_sure_dead(attempt)
-        resumed = await self._checkpointed_step()
+        # Independent: the old job's cleanup and the checkpoint lookup run at once.
+        resumed: int | None = None
+
+        async def find_checkpoint() -> None:
+            nonlocal resumed
+            resumed = await self._checkpointed_step()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(find_checkpoint)
+            await self._make_sure_dead(attempt)
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
         return "relaunched" if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
@@ -157,9 +172,7 @@ class Supervisor:
             override_diff=diff, reason=reason,
         )  # fmt: skip
         entry = plan.entry
-        result = await validate_overrides(
-            self.target, entry.cwd, entry.config_dir, entry.config_name, list(plan.overrides)
-        )
+        result = await self._validation(entry, plan.overrides)
         if not result.ok:
             error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",
                      "excerpt": self.ctx.scrub(result.error or "")[:2000], "line": None}  # fmt: skip
@@ -185,8 +198,58 @@ class Supervisor:
             return None
         self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle.__dict__)
         self.ctx.store.update_run(self.run_id, status="running")
+        if self._tg is not None:
+            self._tg.start_soon(self._prevalidate_next, n, config)
         await self._link_stable_log(log_path)
         return handle
+
+    @staticmethod
+    def _validation_key(entry: Any, overrides: Any) -> tuple[str, ...]:
+        return (entry.cwd, entry.config_dir, entry.config_name, *overrides)
+
+    async def _validation(self, entry: Any, overrides: Any) -> ValidationResult:
+        """The overrides' Hydra check: from the ahead-of-time cache (waiting if it is still running), else now."""
+        key = self._validation_key(entry, overrides)
+        known = self._validated.get(key)
+        if isinstance(known, anyio.Event):
+            await known.wait()
+            known = self._validated.get(key)
+        if isinstance(known, ValidationResult) and (known.ok or "could not validate" not in (known.error or "")):
+            return known
+        return await validate_overrides(self.target, entry.cwd, entry.config_dir, entry.config_name, list(overrides))
+
+    async def _prevalidate_next(self, n: int, config: AttemptConfig) -> None:
+        """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one
+        process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
+        plans = []
+        for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
+            decision = policy.decide(config, category, relaunches_so_far=n - 1, max_retries=self.settings.max_oom_retries,
+                                     base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
+            if decision.relaunch and decision.next_config is not None:
+                plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
+                key = self._validation_key(plan.entry, plan.overrides)
+                if key not in self._validated and all(key != k for k, _ in plans):
+                    plans.append((key, plan))
+        plans = [(key, plan) for key, plan in plans if plan.entry == plans[0][1].entry] if plans else []
+        if not plans:
+            return
+        events = {key: anyio.Event() for key, _ in plans}
+        self._validated.update(events)
+        entry = plans[0][1].entry
+        results: list[ValidationResult] = []
+        try:
+            results = await validate_override_sets(self.target, entry.cwd, entry.config_dir, entry.config_name,
+                                                   [list(p.overrides) for _, p in plans])  # fmt: skip
+        except Exception as exc:  # a cache miss, never a supervisor failure
+            log.warning("ahead-of-time validation failed: %s", exc)
+        finally:
+            for (key, _), result in zip(plans, results + [None] * len(plans)):  # noqa: B905
+                if result is None:
+                    self._validated.pop(key, None)
+                else:
+                    self._validated[key] = result
+            for event in events.values():
+                event.set()
 
     async def _link_stable_log(self, log_path: str) -> None:
         """Point {VERL_HOME}/train.log at this attempt's log, for users who tail it."""
@@ -219,16 +282,15 @@ class Supervisor:
     async def _watch(self, attempt: AttemptRow, handle: JobHandle) -> None:
         """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
         parser = ProgressParser()
-        last_write = 0.0
         offset: int | None = None if attempt.status == "running" and self._progress_known() else 0
         while True:
             try:
                 async for chunk in self.target.follow(handle, from_offset=offset):
                     parser.feed(chunk.decode("utf-8", errors="replace"))
-                    now = time.monotonic()
-                    if now - last_write >= PROGRESS_WRITE_SECONDS:
+                    if time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
                         self._save_progress(parser, attempt.n)
-                        last_write = now
+                    else:  # the heartbeat writes it if no chunk follows (a step's last lines, then silence)
+                        self._unsaved = (parser, attempt.n)
                     offset = None
             except TargetError as exc:
                 log.warning("lost the log stream (%s); retrying", exc)
@@ -238,11 +300,18 @@ class Supervisor:
             await anyio.sleep(FOLLOW_RETRY_SECONDS)
             offset = None
         self._save_progress(parser, attempt.n)
+        self._unsaved = None
         tail = await self.target.read_tail(handle.log_path, CLASSIFY_TAIL_BYTES)
         text = tail.decode("utf-8", errors="replace")
         exit_code = status.exit_code
         if exit_code == 0:
             self.ctx.store.update_attempt(self.run_id, attempt.n, status="succeeded", exit_code=0, ended_at=time.time())
+            return
+        if self._stop_flag():
+            # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
+            self.ctx.store.update_attempt(
+                self.run_id, attempt.n, status="stopped", exit_code=exit_code, ended_at=time.time()
+            )
             return
         found = classify(text).primary
         error = None
@@ -252,9 +321,8 @@ class Supervisor:
         elif exit_code is None:
             error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
                      "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
-        status_name = "stopped" if self._stop_flag() else "failed"
         self.ctx.store.update_attempt(
-            self.run_id, attempt.n, status=status_name, exit_code=exit_code, error=error, ended_at=time.time()
+            self.run_id, attempt.n, status="failed", exit_code=exit_code, error=error, ended_at=time.time()
         )
 
     async def _job_status(self, handle: JobHandle) -> Any:
@@ -269,6 +337,8 @@ class Supervisor:
         return row is not None and row.progress is not None
 
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
+        self._unsaved = None
+        self._last_save = time.monotonic()
         snapshot = parser.snapshot().to_dict()
         snapshot["attempt"] = attempt_n
         fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
@@ -318,6 +388,8 @@ class Supervisor:
             await anyio.sleep(STOP_POLL_SECONDS)
             if not self._stop_requested and self._stop_flag():
                 await self._stop_current()
+            if self._unsaved is not None and time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
+                self._save_progress(*self._unsaved)
             if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
                 self.ctx.store.update_run(self.run_id, heartbeat_at=time.time())
                 last_beat = time.monotonic()

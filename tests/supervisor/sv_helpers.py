@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from docker.models.containers import Container
-from harness.fixtures import exec_argv
 
+from harness.fixtures import exec_argv
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, AttemptRow, RunRow, Store
 
 T = TypeVar("T")
@@ -237,6 +237,7 @@ def exists(container: Container, path: str) -> bool:
 class Proc:
     pid: int
     pgid: int
+    stat: str
     args: str
 
     @property
@@ -245,11 +246,14 @@ class Proc:
 
 
 def processes(container: Container) -> list[Proc]:
+    """Live processes in the container. Zombies are left out: the test image's PID 1 (`sleep infinity`) reaps
+    nothing, so a killed job's children linger as zombies that hold no memory and no GPU (like the product's
+    own liveness checks, which ignore them too)."""
     rows = []
-    for line in sh(container, "ps -e -o pid=,pgid=,args=").splitlines():
-        parts = line.split(None, 2)
-        if len(parts) == 3 and parts[0].isdigit():
-            rows.append(Proc(int(parts[0]), int(parts[1]), parts[2]))
+    for line in sh(container, "ps -e -o pid=,pgid=,stat=,args=").splitlines():
+        parts = line.split(None, 3)
+        if len(parts) == 4 and parts[0].isdigit() and not parts[2].startswith("Z"):
+            rows.append(Proc(int(parts[0]), int(parts[1]), parts[2], parts[3]))
     return rows
 
 

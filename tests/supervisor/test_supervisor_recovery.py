@@ -82,6 +82,14 @@ def test_gpu_oom_appends_offload_and_resumes_from_the_checkpoint(cli: Cli, verl_
     line = sh(verl_docker, 'grep "Training Progress" /verl/train.log | tail -1')
     assert last_bar(line) == (6, 6), line
 
+    # The human views of the same run: `status --follow` ends at once on a finished run, exit 0 = succeeded.
+    follow = cli.run("status", run_id, "--follow", "--interval", "0.2")
+    assert follow.returncode == 0, follow.stdout + follow.stderr
+    assert "| 6/6 100.0%" in follow.stdout and "resumed from step 2" in follow.stdout
+    text = cli.run("errors", run_id).stdout
+    assert "attempt 1: failed (exit 1)" in text and "  error: gpu_oom" in text
+    assert "  supervisor: gpu_oom: relaunching with +offload" in text
+
 
 def test_second_gpu_oom_appends_recompute(cli: Cli, verl_docker: Container) -> None:
     write_control(verl_docker, {"oom_at_step": 3, "oom_unless": ["offload", "recompute"], "step_seconds": STEP_S})

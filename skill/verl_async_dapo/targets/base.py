@@ -121,7 +121,7 @@ def follow_tail_argv(pgid: int, log_path: str, from_offset: int | None, *, finis
     start = f"+{from_offset + 1}" if from_offset is not None else str(FOLLOW_DEFAULT_BYTES)
     if finished:
         return ["tail", "-c", start, "--", log_path]
-    return ["tail", f"--pid={pgid}", "-s", "0.2", "-c", start, "-F", "--", log_path]
+    return ["tail", f"--pid={pgid}", "-s", "0.1", "-c", start, "-F", "--", log_path]
 
 
 def parse_pid(text: str | bytes | None) -> int | None:

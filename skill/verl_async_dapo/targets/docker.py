@@ -92,6 +92,9 @@ class DockerTarget(Target):
 
     def __init__(self, name: str) -> None:
         self.name = validate_container_name(name)
+        # job_dir → pgid: the launcher writes a job's pgid file once and a job_dir is never reused, so one read is
+        # enough (saves an exec per status check, stop and follow; the supervisor's OOM relaunch makes several).
+        self._pgids: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"DockerTarget({self.name!r})"
@@ -142,6 +145,14 @@ class DockerTarget(Target):
         code, out, _ = await self._exec(["cat", "--", path], timeout=15.0)
         return out if code == 0 else None
 
+    async def _pgid(self, job_dir: str) -> int | None:
+        if job_dir not in self._pgids:
+            pgid = parse_pid(await self._read_small(posixpath.join(job_dir, "pgid")))
+            if pgid is None:
+                return None
+            self._pgids[job_dir] = pgid
+        return self._pgids[job_dir]
+
     async def start_detached(
         self,
         argv: Sequence[str],
@@ -164,7 +175,7 @@ class DockerTarget(Target):
         handle = JobHandle(target=self.name, job_dir=job_dir, log_path=log_path, exec_id=exec_id)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            if parse_pid(await self._read_small(pgid_path)) is not None:
+            if await self._pgid(job_dir) is not None:
                 return handle
             info = await docker_call(api.exec_inspect, exec_id, container=self.name)
             if not info.get("Running") and parse_pid(await self._read_small(pgid_path)) is None:
@@ -202,7 +213,7 @@ class DockerTarget(Target):
 
     async def job_status(self, handle: JobHandle) -> JobStatus:
         rc_path = posixpath.join(handle.job_dir, "rc")
-        pgid = parse_pid(await self._read_small(posixpath.join(handle.job_dir, "pgid")))
+        pgid = await self._pgid(handle.job_dir)
         rc = parse_rc(await self._read_small(rc_path))
         if rc is not None:
             return JobStatus(running=False, exit_code=rc, pgid=pgid)
@@ -221,7 +232,7 @@ class DockerTarget(Target):
 
     async def stop_job(self, handle: JobHandle, *, grace_seconds: float = 10.0) -> None:
         check_target_path(handle.job_dir, "job_dir")
-        pgid = parse_pid(await self._read_small(posixpath.join(handle.job_dir, "pgid")))
+        pgid = await self._pgid(handle.job_dir)
         if pgid is not None and await self._alive(pgid=pgid):
             await self._kill("TERM", f"-{pgid}")
             deadline = time.monotonic() + max(grace_seconds, 0.0)
@@ -232,17 +243,16 @@ class DockerTarget(Target):
                 deadline = time.monotonic() + 5.0
                 while await self._alive(pgid=pgid) and time.monotonic() < deadline:
                     await anyio.sleep(0.1)
-        # Ray's daemons (raylet, GCS) leave the job's process group; stop them only where ray exists.
-        code, _, _ = await self._exec(["sh", "-c", "command -v ray"], timeout=15.0)
-        if code == 0:
-            await self._exec(["ray", "stop", "--force"], timeout=60.0)
+        # Ray's daemons (raylet, GCS) leave the job's process group; stop them only where ray exists (probe and
+        # stop in one exec: fixed text, no variable part).
+        await self._exec(["sh", "-c", "command -v ray >/dev/null 2>&1 || exit 0; exec ray stop --force"], timeout=60.0)
 
     def follow(self, handle: JobHandle, *, from_offset: int | None = None) -> AsyncIterator[bytes]:
         check_target_path(handle.log_path, "log_path")
         return self._follow(handle, from_offset)
 
     async def _follow(self, handle: JobHandle, from_offset: int | None) -> AsyncIterator[bytes]:
-        pgid = parse_pid(await self._read_small(posixpath.join(handle.job_dir, "pgid")))
+        pgid = await self._pgid(handle.job_dir)
         if pgid is None:
             raise TargetError(f"job in {handle.job_dir} has no pgid file: it never started")
         rc_path = posixpath.join(handle.job_dir, "rc")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from verl_async_dapo.targets.base import (
     HOST_TARGET_NAME,
     ContainerInfo,
@@ -9,17 +11,43 @@ from verl_async_dapo.targets.base import (
     TargetKind,
     TargetUnavailable,
 )
-from verl_async_dapo.targets.docker import DockerTarget
-from verl_async_dapo.targets.docker_containers import create_container, find_container, list_containers
 from verl_async_dapo.targets.host import HostTarget
+from verl_async_dapo.targets.ray import RayTarget, find_ray_cluster, list_ray_clusters
+from verl_async_dapo.targets.ray_clusters import is_ray_target
 
 __all__ = ["create_container", "find_target_info", "get_target", "host_info", "list_targets"]
 
+# The Docker SDK (docker, requests, urllib3: ~0.1 s) is imported on first use, not when the MCP server or the CLI
+# starts: a server answers initialize/tools/list, and `status` reads the store, without ever touching Docker.
+
+
+async def create_container(*args: Any, **kwargs: Any) -> ContainerInfo:
+    from verl_async_dapo.targets.docker_containers import create_container as create
+
+    return await create(*args, **kwargs)
+
+
+async def list_containers() -> list[ContainerInfo]:
+    from verl_async_dapo.targets.docker_containers import list_containers as list_all
+
+    return await list_all()
+
+
+async def find_container(name: str) -> ContainerInfo:
+    from verl_async_dapo.targets.docker_containers import find_container as find
+
+    return await find(name)
+
 
 def get_target(name: str) -> Target:
-    """ "host" → this machine; anything else → the container of that (validated) name. No I/O."""
+    """ "host" → this machine; "ray:<name>" → a configured Ray cluster; anything else → the container
+    of that (validated) name. No I/O (a Ray cluster's address is looked up on first use)."""
     if name == HOST_TARGET_NAME:
         return HostTarget()
+    if is_ray_target(name):
+        return RayTarget(name)
+    from verl_async_dapo.targets.docker import DockerTarget
+
     return DockerTarget(name)
 
 
@@ -28,20 +56,24 @@ def host_info(note: str | None = None) -> ContainerInfo:
 
 
 async def list_targets() -> list[ContainerInfo]:
-    """The host choice, then every container. Without Docker, the host entry carries the reason.
+    """The host choice, then every container, then every configured Ray cluster (``ray:<name>``).
+    Without Docker, the host entry carries the reason.
 
-    Never raises for a missing Docker Engine: the MCP server must still answer on machines
-    that train on the host only.
+    Never raises for a missing Docker Engine or an unreachable cluster: the MCP server must still
+    answer on machines that train on the host only.
     """
+    clusters = await list_ray_clusters()
     try:
         containers = await list_containers()
     except TargetUnavailable as exc:
-        return [host_info(note=str(exc))]
-    return [host_info(), *containers]
+        return [host_info(note=str(exc)), *clusters]
+    return [host_info(), *containers, *clusters]
 
 
 async def find_target_info(name: str) -> ContainerInfo:
     """The entry for one choice; TargetError (or TargetUnavailable) when it does not exist."""
     if name == HOST_TARGET_NAME:
         return host_info()
+    if is_ray_target(name):
+        return await find_ray_cluster(name)
     return await find_container(name)

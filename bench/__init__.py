@@ -1,0 +1,1 @@
+"""Benchmarks of verl-async-dapo against the original skill and reference tools (see bench/RESULTS.md)."""
