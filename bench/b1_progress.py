@@ -16,8 +16,10 @@ file:
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,7 @@ class SizeResult:
 class ProgressBench:
     results: list[SizeResult] = field(default_factory=list)
     exec_floor: Sample | None = None  # `docker exec C true`: the cost of any docker exec here
+    after: Any = None  # what run(after=...) returned
 
 
 def grow_log(container: Container, path: str, size: int) -> None:
@@ -132,6 +135,43 @@ def _heal_and_wait_fresh(state: State, run_id: str) -> None:
         ctx.close()
 
 
+def _tqdm_step(line: str) -> int | None:
+    found = re.search(r"Training Progress:.*?\|\s*(\d+)/(\d+)", line)
+    return int(found.group(1)) if found else None
+
+
+def _wait_for_live_step(state: State, container: Container, run_id: str) -> None:
+    """After the filler, wait until the live run has written a step (its bar ends the log again) and the snapshot
+    shows it."""
+
+    def caught_up() -> bool:
+        out = common.sh(container, common.BASELINE_PROGRESS_SH)
+        theirs = _tqdm_step(out)
+        ctx = state.ctx()
+        try:
+            row = ctx.store.run(run_id)
+            ours = (row.progress or {}).get("step") if row else None
+        finally:
+            ctx.close()
+        return theirs is not None and theirs < 100000 and ours == theirs
+
+    common.wait_for(caught_up, 60, "the live run's next step", interval=0.5)
+
+
+def _agreement(state: State, container: Container, run_id: str) -> dict[str, Any]:
+    """Ours and the original command, back to back: the same step (a step may land in between: ±1)."""
+    from verl_async_dapo import runs
+
+    ctx = state.ctx()
+    try:
+        ours = anyio.run(runs.get_progress, ctx, run_id).get("step")
+    finally:
+        ctx.close()
+    theirs = _tqdm_step(common.sh(container, common.BASELINE_PROGRESS_SH))
+    return {"ours_step": ours, "grep_step": theirs,
+            "same": ours is not None and theirs is not None and abs(ours - theirs) <= 1}  # fmt: skip
+
+
 def _age_snapshot(state: State, run_id: str, seconds: float) -> None:
     ctx = state.ctx()
     try:
@@ -150,9 +190,15 @@ def measure_size(
         ctx.close()
     assert job is not None
     log_path = job["log_path"]
+    pgid = common.job_pgid(container, state, run_id)
     common.kill_supervisor(state, run_id)
-    grow_log(container, log_path, size)
+    common.sh(container, f"kill -STOP -{pgid}")  # the filler is history: the live run's lines come after it
+    try:
+        grow_log(container, log_path, size)
+    finally:
+        common.sh(container, f"kill -CONT -{pgid}", check=False)
     _heal_and_wait_fresh(state, run_id)
+    _wait_for_live_step(state, container, run_id)
     actual = int(common.sh(container, f"stat -L -c %s {common.LOG_LINK}").strip())
     result = SizeResult(label, actual)
     common.log(f"{label}: log is {actual} bytes; measuring the fresh path")
@@ -162,9 +208,9 @@ def measure_size(
     result.samples["ours fresh: get_progress"], info = anyio.run(_in_process, state, run_id, reps_fast, False)
     result.samples["ours fresh: CLI status --json"] = _cli(state, run_id, reps_slow)
     result.checks["fresh"] = info
-    result.checks["grep_last_line"] = last_line[-160:]
+    result.checks["grep_last_line"] = last_line.strip()[-120:]
+    result.checks["agree"] = _agreement(state, container, run_id)
     # Stale: a hung job (SIGSTOP) keeps the supervisor alive but its snapshot stops; age it past the limit.
-    pgid = common.job_pgid(container, state, run_id)
     common.sh(container, f"kill -STOP -{pgid}")
     try:
         time.sleep(2.5)  # the supervisor writes its last snapshot at most every 2 s
@@ -179,8 +225,14 @@ def measure_size(
 
 
 def run(
-    image: str, sizes: dict[str, int] | None = None, *, reps_fast: int = 30, reps_slow: int = 5
+    image: str,
+    sizes: dict[str, int] | None = None,
+    *,
+    reps_fast: int = 30,
+    reps_slow: int = 5,
+    after: Callable[[State, Container, str], Any] | None = None,
 ) -> ProgressBench:
+    """Benchmark 1; ``after(state, container, run_id)`` then runs on the same live run (benchmark 4 does)."""
     sizes = sizes or SIZES
     bench = ProgressBench()
     with common.bench_container(image, prefix="vad-bench-progress") as container, \
@@ -202,6 +254,8 @@ def run(
                 bench.results.append(
                     measure_size(state, container, run_id, label, size, reps_fast=reps_fast, reps_slow=reps_slow)
                 )
+            if after is not None:
+                bench.after = after(state, container, run_id)
         finally:
             with contextlib.suppress(Exception):
                 common.stop_run(state, run_id)

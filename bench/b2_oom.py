@@ -95,6 +95,7 @@ def _reactions_of(container: Container, state: State, run_id: str) -> list[React
 def _wait_final(state: State, run_id: str, timeout: float = 180) -> str:
     ctx = state.ctx()
     try:
+
         def final() -> str | None:
             row = ctx.store.run(run_id)
             return row.status if row and row.status in FINAL else None
@@ -104,10 +105,14 @@ def _wait_final(state: State, run_id: str, timeout: float = 180) -> str:
         ctx.close()
 
 
-def measure(image: str, samples: int = 20, *, naive: int = 0, profile: bool = False) -> OomBench:
+def measure(
+    image: str, samples: int = 20, *, naive: int = 0, profile: bool = False, pythonpath: str | None = None
+) -> OomBench:
+    """``pythonpath``: run the CLI and the supervisors from that tree (common.head_tree: the code before)."""
     bench = OomBench()
+    extra = {"PYTHONPATH": pythonpath} if pythonpath else {}
     with common.bench_container(image, prefix="vad-bench-oom") as container, \
-            common.isolated_state(TRAIN_STEPS="6", MAX_OOM_RETRIES=str(RELAUNCHES_PER_RUN)) as state:  # fmt: skip
+            common.isolated_state(TRAIN_STEPS="6", MAX_OOM_RETRIES=str(RELAUNCHES_PER_RUN), **extra) as state:  # fmt: skip
         common.write_control(container, CONTROL)
         while len(bench.reactions) < samples:
             run_id = common.start_run(state, container)
@@ -130,7 +135,7 @@ def measure(image: str, samples: int = 20, *, naive: int = 0, profile: bool = Fa
 
 
 # -- the original skill's loop, emulated --------------------------------------------------------------------------
-NAIVE_DIR = "/tmp/vad-naive"
+NAIVE_DIR = "/verl/.vad-naive"  # inside the container
 # The stand-in launched the way the original run_dapo.sh does (`nohup python3 -m recipe.dapo.main_dapo … >> log &`
 # plus a pid file); each attempt logs to its own file so its mtime is its OOM time, and `started` is touched right
 # before the exec, like our launcher's.

@@ -30,6 +30,7 @@ REF_PACKAGE = "mcp-server-git"
 class ColdStartBench:
     ours: Sample = field(default_factory=lambda: Sample("ours"))
     theirs: Sample = field(default_factory=lambda: Sample("mcp-server-git"))
+    before: Sample | None = None  # ours as committed at HEAD (before this work), when asked
     ours_tools: int = 0
     theirs_tools: int = 0
     reference_version: str = "?"
@@ -62,14 +63,19 @@ async def _once(params: StdioServerParameters) -> tuple[float, int]:
     return elapsed, len(tools.tools)
 
 
-def run(reps: int = 15) -> ColdStartBench:
+def run(reps: int = 15, before_pythonpath: str | None = None) -> ColdStartBench:
+    """``before_pythonpath``: also time ours from that tree (common.head_tree), in the same alternation."""
     ensure_reference()
     bench = ColdStartBench(reference_version=reference_version())
     with tempfile.TemporaryDirectory(prefix="vad-bench-cold-") as tmp:
-        ours = StdioServerParameters(
-            command=common.CLI, args=["serve"],
-            env={"VERL_ASYNC_DAPO_HOME": f"{tmp}/state", "VERL_ASYNC_DAPO_CONFIG_DIR": f"{tmp}/config"},
-        )  # fmt: skip
+        env = {"VERL_ASYNC_DAPO_HOME": f"{tmp}/state", "VERL_ASYNC_DAPO_CONFIG_DIR": f"{tmp}/config"}
+        ours = StdioServerParameters(command=common.CLI, args=["serve"], env=env)
+        before = None
+        if before_pythonpath:
+            bench.before = Sample("ours at HEAD")
+            before = StdioServerParameters(command=common.CLI, args=["serve"],
+                                           env={**env, "PYTHONPATH": before_pythonpath})  # fmt: skip
+            anyio.run(_once, before)
         theirs = StdioServerParameters(command=str(REF_SERVER), args=["--repository", str(common.REPO)], env={})
         anyio.run(_once, ours)  # warm the page cache for both (a cold disk is not what is compared)
         anyio.run(_once, theirs)
@@ -78,4 +84,6 @@ def run(reps: int = 15) -> ColdStartBench:
             bench.ours.values.append(elapsed)
             elapsed, bench.theirs_tools = anyio.run(_once, theirs)
             bench.theirs.values.append(elapsed)
+            if before is not None and bench.before is not None:
+                bench.before.values.append(anyio.run(_once, before)[0])
     return bench

@@ -316,3 +316,23 @@ def proc_cpu_seconds(pid: int) -> float:
 
 def python_exe() -> str:
     return str(VENV_BIN / "python")
+
+
+@contextlib.contextmanager
+def head_tree() -> Iterator[str]:
+    """The package as committed at HEAD (``git archive``, read-only), for before/after runs: yields a PYTHONPATH
+    entry that shadows the editable install, so the CLI, the server and the supervisors it spawns run that code."""
+    root = Path(tempfile.mkdtemp(prefix="vad-bench-head-"))
+    try:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD", "skill"], capture_output=True,
+                                 timeout=120, check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", str(root)], input=archive, timeout=120, check=True)
+        yield str(root / "skill")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def head_commit() -> str:
+    proc = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+    return proc.stdout.strip() or "?"

@@ -9,11 +9,11 @@ file lands at the end at once).
 
 from __future__ import annotations
 
-GENERATOR = r'''
+GENERATOR = r"""
 import os, sys
 path, target = sys.argv[1], int(sys.argv[2])
 first_step = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-total = 100000
+total = 1000000  # the filler's own bar; the live run's lines at the end carry the real one
 R, W = "(DAPOTaskRunner pid=4127) ", "(WorkerDict pid=4311) "
 metric_keys = ["actor/entropy", "actor/pg_loss", "actor/pg_clipfrac", "actor/ppo_kl", "actor/grad_norm",
     "critic/score/mean", "critic/score/max", "critic/score/min", "critic/rewards/mean", "critic/advantages/mean",
@@ -54,4 +54,4 @@ if buf:
     os.write(fd, "".join(buf).encode())
 os.close(fd)
 print(step)
-'''
+"""

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Shared helpers for the verl-async-dapo scripts. Sourced, never run. Only helpers live here:
-# every decision (features, OOM recovery, state) is made by the verl-async-dapo CLI, so the
-# scripts behave exactly like the agent path.
+# every decision (defaults, validation, features, OOM recovery, state) is made by the
+# verl-async-dapo CLI, so the scripts behave exactly like the agent path.
 
 # shellcheck disable=SC2034  # variables used by the scripts that source this file
 VAD_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VAD_REPO_DIR="$(cd "${VAD_SCRIPTS_DIR}/.." && pwd)"
+VAD_RUN_ID=""
 
 log_info() { printf '[INFO] %s\n' "$*" >&2; }
 log_warn() { printf '[WARN] %s\n' "$*" >&2; }
@@ -32,32 +33,46 @@ vad() {
     "${cli}" "$@"
 }
 
-# Print --help text (the lines starting with '#:' in the calling script) and exit.
-print_help() {
-    sed -n 's/^#: \{0,1\}//p' "$1"
-    exit 0
-}
-
-wants_help() {
-    local arg
+# The scripts are configured by environment variables only: --help/-h prints the '#:' lines of
+# the calling script and exits 0 before anything else runs; any other argument is refused.
+handle_args() {
+    local script="$1" arg
+    shift
     for arg in "$@"; do
-        case "${arg}" in -h | --help) return 0 ;; esac
+        case "${arg}" in -h | --help) sed -n 's/^#: \{0,1\}//p' "${script}"; exit 0 ;; esac
     done
-    return 1
+    if [[ $# -gt 0 ]]; then
+        log_error "unexpected argument '$1': configure with environment variables (see --help)"
+        exit 2
+    fi
 }
 
-# The original skill's monitoring commands, with the faster CLI equivalents.
-print_monitoring() {
-    local container="$1" log="${VERL_HOME:-/verl}/train.log" prefix=""
-    [[ "${container}" != "host" ]] && prefix="docker exec ${container} "
-    cat <<MSG
-Monitoring (training keeps running in the background; nothing needs to stay open):
-  verl-async-dapo status --follow      # live progress bar (fast: reads state, not the log)
-  verl-async-dapo errors               # classified errors and what the supervisor did
-  verl-async-dapo stop                 # stop the run
-The original commands still work (train.log points at the current attempt):
-  ${prefix}grep "Training Progress" ${log} | tail -1
-  ${prefix}tail -F ${log}
-  ${prefix}grep -E "Error|error|OOM|Exception" ${log} | tail -10
-MSG
+# Start a run through the CLI and print its summary at once (run id, SwanLab link or note, the
+# monitoring commands, original and CLI). Sets VAD_RUN_ID. Dies when nothing was started.
+start_run() {
+    local out status=0
+    out="$(mktemp)"
+    # tee, not $(...): the summary (and an interactive SwanLab prompt) must reach the terminal.
+    vad start "$@" | tee "${out}" || status=$?
+    VAD_RUN_ID="$(sed -n 's/^run id: *//p' "${out}" | head -n 1)"
+    rm -f "${out}"
+    if [[ ${status} -eq 130 ]]; then
+        die "interrupted while starting: a run may have been created; see: verl-async-dapo runs"
+    fi
+    [[ ${status} -eq 0 ]] || die "nothing was started (exit ${status}): fix what is reported above, then run again"
+    [[ -n "${VAD_RUN_ID}" ]] || die "the CLI started a run but printed no run id; see: verl-async-dapo runs"
+    log_info "training runs in the background under a supervisor; 'verl-async-dapo stop ${VAD_RUN_ID}' stops it"
+}
+
+# Follow VAD_RUN_ID until it ends; returns 0 only when it succeeded.
+follow_run() {
+    local status=0
+    log_info "following ${VAD_RUN_ID} until it ends (Ctrl-C stops following, not training)"
+    vad status "${VAD_RUN_ID}" --follow || status=$?
+    case "${status}" in
+        0) log_info "run ${VAD_RUN_ID} succeeded" ;;
+        130) log_warn "stopped following; ${VAD_RUN_ID} keeps training: verl-async-dapo status --follow ${VAD_RUN_ID}" ;;
+        *) log_error "run ${VAD_RUN_ID} did not succeed (exit ${status}); see: verl-async-dapo errors ${VAD_RUN_ID}" ;;
+    esac
+    return "${status}"
 }

@@ -2,7 +2,8 @@
 #: Usage: TRAIN_STEPS=4 CONTAINER=jins bash scripts/run_dapo.sh
 #:
 #: Starts single-async DAPO training (verl's DAPO recipe, colocated) with the default
-#: performance features, then follows it until it ends. OOM recovery happens in the
+#: performance features, prints the run id, the SwanLab link and the monitoring commands, then
+#: follows the run until it ends: exit 0 only when it succeeded. OOM recovery happens in the
 #: background supervisor: offload, then recompute, resuming from the last checkpoint, at most
 #: MAX_OOM_RETRIES times. Ctrl-C stops following, not training.
 #:
@@ -15,17 +16,11 @@
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-wants_help "$@" && print_help "${BASH_SOURCE[0]}"
+handle_args "${BASH_SOURCE[0]}" "$@"
 
-export MODE=dapo
 container="${CONTAINER:-jins}"
-args=(start --container "${container}" --mode dapo)
-[[ "${DETACH:-0}" == "1" ]] || args+=(--wait)
-log_info "starting DAPO on ${container} (TRAIN_STEPS=${TRAIN_STEPS:-100}, FRAMEWORK=${FRAMEWORK:-megatron})"
-status=0
-vad "${args[@]}" || status=$?
-print_monitoring "${container}"
-if [[ ${status} -ne 0 ]]; then
-    log_error "training did not succeed (exit ${status}); see: verl-async-dapo errors"
-    exit "${status}"
+log_info "starting single-async DAPO on ${container}"
+start_run --container "${container}" --mode dapo
+if [[ "${DETACH:-0}" != "1" ]]; then
+    follow_run
 fi

@@ -18,6 +18,12 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install -q -e '.[test]'
 
+step "Ray for tests/ray (tests/ray/ensure_ray.sh: its own venv outside the repo, ~360 MB once)"
+# Not in .venv: the server talks to Ray over HTTP only, and a `ray` on .venv's PATH would make host-target
+# tests run `ray stop --force` (machine-wide). The tests start a private loopback head with this CLI.
+VERL_ASYNC_DAPO_TEST_RAY=$(bash tests/ray/ensure_ray.sh | tail -n 1)
+export VERL_ASYNC_DAPO_TEST_RAY
+
 step "Docker Engine, mmdebstrap, shellcheck (tests/harness/ensure_docker.sh)"
 bash tests/harness/ensure_docker.sh
 

@@ -34,9 +34,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.verl import PlanError
 
-    _print_json(plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
-                              features=args.features, oom_step=args.oom_step))  # fmt: skip
+    try:
+        plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
+                             features=args.features, oom_step=args.oom_step)  # fmt: skip
+    except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    _print_json(plan)
     return EXIT_OK
 
 

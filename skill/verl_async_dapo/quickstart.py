@@ -13,7 +13,12 @@ import sys
 
 from verl_async_dapo import sessions
 from verl_async_dapo.app import AppContext
+from verl_async_dapo.features import FeatureSet, parse_user_features
+from verl_async_dapo.planning import DEFAULT_PLAN_VERSION
+from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.runs import StartResult, settings_with, start_training
+from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.verl import PlanError, PlanRequest, build_plan
 
 
 def _env_first(ctx: AppContext, *names: str) -> str | None:
@@ -26,6 +31,7 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = {"mode": args.mode, "framework": args.framework}
     settings = settings_with(ctx, params)  # validate every variable before anything is created
+    _check_plan(settings, args.features)
     sid = ctx.store.create_session()
     await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
     sessions.set_proxy(
@@ -47,6 +53,19 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         if code != 0:
             raise SystemExit(code)
     return result
+
+
+def _check_plan(settings: TrainingSettings, features: str | None) -> None:
+    """Refuse, before a session or run exists, what only the launch plan checks (e.g. ROLLOUT_TP not dividing
+    ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. Checked against
+    VERL_VERSION or the default profile; the supervisor re-plans with the version preflight detects."""
+    choice = parse_user_features(features) if features else settings.feature_choice()
+    request = PlanRequest(settings=settings, attempt=AttemptConfig(features=FeatureSet(explicit=choice)),
+                          verl_version=settings.verl_version or DEFAULT_PLAN_VERSION, run_id="run_check")  # fmt: skip
+    try:
+        build_plan(request)
+    except PlanError as exc:
+        raise sessions.UserInputError(f"invalid training parameters: {exc}") from None
 
 
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:

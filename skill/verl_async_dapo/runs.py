@@ -26,7 +26,7 @@ from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, UserInputError, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_id
-from verl_async_dapo.supervisor import supervisor_alive
+from verl_async_dapo.supervisor import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
@@ -162,26 +162,35 @@ def _link_note(ctx: AppContext, spec: RunSpec, url: str | None) -> str | None:
     return "the SwanLab link appears once verl has started (usually within a minute): call get_progress"
 
 
-def spawn_supervisor(ctx: AppContext, run_id: str) -> None:
-    """Start a detached supervisor that outlives this process (its own session, no stdio)."""
-    log_file = (ctx.run_dir(run_id) / "supervisor.out").open("ab")
-    env = dict(ctx.env)
-    env["VERL_ASYNC_DAPO_HOME"] = str(ctx.home)
-    env["VERL_ASYNC_DAPO_CONFIG_DIR"] = str(ctx.config_home)
-    subprocess.Popen(
-        [sys.executable, "-m", "verl_async_dapo", "supervise", run_id],
-        stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True,
-        env=env, cwd=str(ctx.home),
-    )  # fmt: skip
-    log_file.close()
+def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
+    """Start a detached supervisor that outlives this process (its own session, no stdio).
+
+    The run's lock is taken here and handed to the child as an inherited descriptor (a flock belongs to
+    the open file, so the child holds it from its first instruction). Otherwise the run would look
+    unsupervised until the child's Python had started, and a status call in that gap would spawn a
+    second supervisor. Returns False, spawning nothing, when a live supervisor already holds the lock.
+    """
+    lock = try_lock(lock_path(ctx, run_id))
+    if lock is None:
+        return False
+    with lock, (ctx.run_dir(run_id) / "supervisor.out").open("ab") as log_file:
+        env = dict(ctx.env)
+        env["VERL_ASYNC_DAPO_HOME"] = str(ctx.home)
+        env["VERL_ASYNC_DAPO_CONFIG_DIR"] = str(ctx.config_home)
+        env[LOCK_FD_ENV] = str(lock.fileno())
+        subprocess.Popen(
+            [sys.executable, "-m", "verl_async_dapo", "supervise", run_id],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True,
+            pass_fds=(lock.fileno(),), env=env, cwd=str(ctx.home),
+        )  # fmt: skip
+    return True
 
 
 def heal(ctx: AppContext, run: RunRow) -> None:
     """A run marked active whose supervisor is gone gets a new one (which reattaches)."""
-    if run.status in ACTIVE_RUN_STATUSES and not supervisor_alive(ctx, run.id):
+    if run.status in ACTIVE_RUN_STATUSES and spawn_supervisor(ctx, run.id):
         ctx.store.add_event("warning", "supervisor_restarted", "supervisor was gone; started a new one",
                             run_id=run.id)  # fmt: skip
-        spawn_supervisor(ctx, run.id)
 
 
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:

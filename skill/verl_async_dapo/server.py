@@ -11,12 +11,15 @@ only slow work (Docker, the SwanLab key check) is already async in the services.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import (
     AcceptedElicitation,
@@ -29,15 +32,39 @@ from mcp.server.mcpserver import (
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
 
-from verl_async_dapo import runs, sessions
 from verl_async_dapo import server_models as wire
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.errors import user_facing_error
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
-from verl_async_dapo.targets.registry import list_targets
 
 logger = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _lazy_module(name: str) -> ModuleType:
+    """The module, executed on its first attribute access (importlib's LazyLoader)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None, name
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, module)
+    return module
+
+
+# The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
+# pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
+if TYPE_CHECKING:
+    from verl_async_dapo import runs, sessions
+    from verl_async_dapo.targets import registry
+else:
+    runs = _lazy_module("verl_async_dapo.runs")
+    sessions = _lazy_module("verl_async_dapo.sessions")
+    registry = _lazy_module("verl_async_dapo.targets.registry")
 
 # start_training's parameters, named as TrainingSettings fields (None = environment/default).
 TRAINING_PARAMS = ("mode", "framework", "model_path", "train_file", "val_file", "train_steps", "trainer_gpus",
@@ -130,7 +157,7 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     the reason Docker is unreachable)."""
     app = _app(ctx)
     with _service_errors(app):
-        targets = await list_targets()
+        targets = await registry.list_targets()
         view = sessions.view(app)
     containers = [wire.ContainerOut(name=t.name, kind=t.kind.value, state=t.state, image=t.image, gpus=t.gpus,
                                managed=t.managed, note=t.note) for t in targets]  # fmt: skip

@@ -43,6 +43,8 @@ PROGRESS_WRITE_SECONDS = 2.0
 STOP_POLL_SECONDS = 1.0
 CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
+# The descriptor of the run's lock file, already locked, that spawn_supervisor passes to the child.
+LOCK_FD_ENV = "VERL_ASYNC_DAPO_SUPERVISOR_LOCK_FD"
 
 
 def lock_path(ctx: AppContext, run_id: str) -> Path:
@@ -58,6 +60,17 @@ def try_lock(path: Path) -> IO[bytes] | None:
         handle.close()
         return None
     return handle
+
+
+def inherited_lock(path: Path, fd: str) -> IO[bytes] | None:
+    """The run's lock as spawn_supervisor handed it over (already held), or None without a valid hand-over."""
+    if not fd.isdigit():
+        return None
+    try:
+        same = os.path.samestat(os.fstat(int(fd)), path.stat())
+    except OSError:
+        return None
+    return os.fdopen(int(fd), "ab") if same else None
 
 
 def supervisor_alive(ctx: AppContext, run_id: str) -> bool:
@@ -101,8 +114,9 @@ class Supervisor:
     async def _drive(self) -> str:
         attempts = self.ctx.store.attempts(self.run_id)
         if attempts and attempts[-1].status in ("launching", "running"):
-            current = attempts[-1]
-            handle = await self._reattach(current)
+            handle = await self._reattach(attempts[-1])
+            # _reattach may have abandoned that attempt and launched the next one: watch the row it returned for.
+            current = self.ctx.store.attempts(self.run_id)[-1]
         else:
             if attempts:  # the previous supervisor died between attempts: continue the ladder
                 return await self._after_attempt(attempts[-1])
@@ -129,7 +143,8 @@ class Supervisor:
             return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
         category = ErrorCategory(attempt.error["category"]) if attempt.error else None
         config = attempt_config_from_dict(attempt.config)
-        relaunches = len(self.ctx.store.attempts(self.run_id)) - 1
+        # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
+        relaunches = sum(a.n < attempt.n and a.status != "abandoned" for a in self.ctx.store.attempts(self.run_id))
         decision = policy.decide(
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
@@ -283,7 +298,9 @@ class Supervisor:
         """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
         parser = ProgressParser()
         offset: int | None = None if attempt.status == "running" and self._progress_known() else 0
+        tail: dict[str, Any] = {}
         while True:
+            ended_cleanly = False
             try:
                 async for chunk in self.target.follow(handle, from_offset=offset):
                     parser.feed(chunk.decode("utf-8", errors="replace"))
@@ -292,17 +309,25 @@ class Supervisor:
                     else:  # the heartbeat writes it if no chunk follows (a step's last lines, then silence)
                         self._unsaved = (parser, attempt.n)
                     offset = None
+                ended_cleanly = True
             except TargetError as exc:
                 log.warning("lost the log stream (%s); retrying", exc)
-            status = await self._job_status(handle)
+            tail = {}
+            async with anyio.create_task_group() as tg:
+                if ended_cleanly:  # tail --pid ended: the launcher is gone, the log complete; read it meanwhile
+                    tg.start_soon(self._read_tail_into, handle, tail)
+                status = await self._job_status(handle)
             if status is not None and not status.running:
                 break
             await anyio.sleep(FOLLOW_RETRY_SECONDS)
             offset = None
         self._save_progress(parser, attempt.n)
         self._unsaved = None
-        tail = await self.target.read_tail(handle.log_path, CLASSIFY_TAIL_BYTES)
-        text = tail.decode("utf-8", errors="replace")
+        if not tail:
+            await self._read_tail_into(handle, tail)
+        if "error" in tail:
+            raise tail["error"]
+        text = tail["data"].decode("utf-8", errors="replace")
         exit_code = status.exit_code
         if exit_code == 0:
             self.ctx.store.update_attempt(self.run_id, attempt.n, status="succeeded", exit_code=0, ended_at=time.time())
@@ -324,6 +349,13 @@ class Supervisor:
         self.ctx.store.update_attempt(
             self.run_id, attempt.n, status="failed", exit_code=exit_code, error=error, ended_at=time.time()
         )
+
+    async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
+        """The log's last MiB for classification, into ``box`` ("data", or the "error" to raise)."""
+        try:
+            box["data"] = await self.target.read_tail(handle.log_path, CLASSIFY_TAIL_BYTES)
+        except TargetError as exc:
+            box["error"] = exc
 
     async def _job_status(self, handle: JobHandle) -> Any:
         try:
@@ -405,8 +437,10 @@ class Supervisor:
 
 def main(run_id: str) -> int:
     """Entry of ``verl-async-dapo supervise RUN_ID`` (started detached by start_training)."""
+    fd = os.environ.pop(LOCK_FD_ENV, "")  # before the context copies the environment: never passed on
     ctx = AppContext.from_environment()
-    lock = try_lock(lock_path(ctx, run_id))
+    path = lock_path(ctx, run_id)
+    lock = inherited_lock(path, fd) or try_lock(path)
     if lock is None:
         return 0  # another supervisor owns this run
     logging.basicConfig(

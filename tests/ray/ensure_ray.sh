@@ -22,7 +22,12 @@ if ! have_ray; then
     started=$SECONDS
     printf 'installing ray[default]==%s into %s\n' "$RAY_VERSION" "$venv" >&2
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "ray[default]==$RAY_VERSION"
+    # pip's output only when it fails (a machine's pip config can make it chatty).
+    if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check "ray[default]==$RAY_VERSION" \
+        >"$venv/pip-install.log" 2>&1; then
+        cat "$venv/pip-install.log" >&2
+        exit 1
+    fi
     have_ray || { echo "ensure_ray.sh: ray $RAY_VERSION is still not importable in $venv" >&2; exit 1; }
     printf 'ray installed in %ss\n' "$((SECONDS - started))" >&2
 fi

@@ -66,6 +66,10 @@ def test_impossible_gpu_split_is_refused_before_anything_starts(cli: Cli, verl_d
     assert "ROLLOUT_TP=2 must divide the 1 rollout GPUs" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert cli.store.runs() == []
+    # `plan` (no side effects) names the same problem the same way.
+    planned = cli.run("plan", "--json")
+    assert planned.returncode == 1 and "Traceback" not in planned.stderr, planned.stderr
+    assert planned.stderr.startswith("error: ROLLOUT_TP=2 must divide the 1 rollout GPUs")
     # The container is not left "busy": a corrected start goes through.
     cli.set(ROLLOUT_TP=1, TRAIN_STEPS=2)
     run_id = cli.start(verl_docker.name)["run_id"]

@@ -223,9 +223,16 @@ class RayTarget(Target):
         _check_no_secret_in(entrypoint, env_vars)
         env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(STOP_WAIT_SECONDS))
         metadata = {METADATA_KEY: "attempt", "job_dir": job_dir, "log_path": log_path}
-        created = await self._call(
-            lambda: self.client.submit(entrypoint, submission_id=sid, env_vars=env_vars, metadata=metadata)
-        )
+        try:
+            created = await self._call(
+                lambda: self.client.submit(entrypoint, submission_id=sid, env_vars=env_vars, metadata=metadata)
+            )
+        except TargetUnavailable:
+            # The answer may be what got lost (a timeout after Ray accepted the job): the id is
+            # deterministic, so ask for it before reporting a launch failure for a job that runs.
+            if await self._call(self.client.job, sid) is None:
+                raise
+            created = False
         if not created:  # submitted before (a restarted supervisor): reattach, never submit twice
             info = await self._call(self.client.job, sid)
             if info is None:

@@ -1,0 +1,186 @@
+"""The training scripts end to end: bash runs scripts/*.sh, which drive the verl-async-dapo CLI, which launches the
+verl stand-in in a real container under the detached supervisor.
+
+Failures are injected through /verl/standin_control.json (schema: tests/standin/entry/standin_control.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from docker.models.containers import Container
+from script_helpers import ACTIVE, SCRIPTS_DIR, ScriptResult, ScriptRunner, write_control
+
+from harness.fixtures import REPO_ROOT
+from verl_async_dapo.store import Store
+
+RUN_ID = re.compile(r"^run id:\s+(run_[A-Za-z0-9_-]+)\s*$", re.MULTILINE)
+
+
+def run_id_of(result: ScriptResult) -> str:
+    found = RUN_ID.findall(result.stdout)
+    assert len(found) == 1, f"expected exactly one 'run id:' line\n{result.describe()}"
+    return found[0]
+
+
+def assert_monitoring(result: ScriptResult, container: str) -> None:
+    """The original skill's commands (with the container filled in) and the CLI equivalents."""
+    for command in (
+        f'docker exec {container} grep "Training Progress" /verl/train.log | tail -1',
+        f"docker exec {container} tail -F /verl/train.log",
+        f'docker exec {container} grep -E "Error|error|OOM|Exception" /verl/train.log | tail -10',
+        "verl-async-dapo status --follow",
+        "verl-async-dapo errors",
+    ):
+        assert command in result.stdout, f"missing monitoring command {command!r}\n{result.describe()}"
+
+
+def test_quick_start_returns_at_once_and_the_run_succeeds(scripts: ScriptRunner, prepared_container: Container) -> None:
+    # Long enough (12 x 0.2 s) that a script waiting for the end could not return while the run is active.
+    write_control(prepared_container, step_seconds=0.2)
+    result = scripts.run("quick_start.sh", env={"TRAIN_STEPS": "12"})
+    assert result.returncode == 0, result.describe()
+    run_id = run_id_of(result)
+    right_after = scripts.cli_json("status", run_id)
+    assert right_after["status"] in ACTIVE, f"quick_start.sh should return while training runs: {right_after}"
+
+    # Preflight ran first and printed its checks; then the start summary.
+    assert "[ok] MODEL_PATH: /verl/models/Qwen3-8B" in result.stdout, result.describe()
+    assert result.stdout.index("[ok] MODEL_PATH") < result.stdout.index("run id:")
+    assert "SwanLab:  SwanLab is disabled for this run" in result.stdout, result.describe()
+    assert "features: flash_attn, dynamic_batch, remove_padding, gradient_checkpointing" in result.stdout
+    assert_monitoring(result, scripts.container_name)
+
+    final = scripts.wait_until_final(run_id)
+    assert final["status"] == "succeeded", final
+    assert (final["step"], final["total_steps"], final["attempt"]) == (12, 12, 1)
+
+    # The original monitoring command, exactly as printed, works after the run (no shell: the "| tail -1" is
+    # done here on the output of the docker exec argv).
+    printed = next(line.strip() for line in result.stdout.splitlines() if '"Training Progress"' in line)
+    grep_part, _, tail_part = printed.partition(" | ")
+    assert tail_part == "tail -1"
+    argv = shlex.split(grep_part)
+    assert argv == ["docker", "exec", scripts.container_name, "grep", "Training Progress", "/verl/train.log"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert "Training Progress" in last and "12/12" in last, last
+
+
+def test_run_dapo_follows_an_oom_recovery_to_success(scripts: ScriptRunner, prepared_container: Container) -> None:
+    # OOM at step 3 unless parameters are offloaded: attempt 1 fails, the supervisor appends offload and resumes.
+    write_control(prepared_container, oom_at_step=3, oom_unless=["offload"], step_seconds=0.05)
+    result = scripts.run("run_dapo.sh")
+    assert result.returncode == 0, result.describe()
+    run_id = run_id_of(result)
+    # It followed to the end: the run is over when the script returns, and the follow output shows the retry.
+    assert scripts.cli_json("status", run_id)["status"] == "succeeded"
+    assert "[succeeded] attempt 2" in result.stdout, result.describe()
+    assert f"run {run_id} succeeded" in result.stderr, result.describe()
+    assert_monitoring(result, scripts.container_name)
+
+    report = scripts.cli_json("errors", run_id)
+    assert report["status"] == "succeeded"
+    first, second = report["attempts"]
+    assert (first["status"], first["category"]) == ("failed", "gpu_oom"), first
+    assert first["changes_next_attempt"] == ["+offload"], first
+    assert "offload" not in first["features"]
+    assert second["status"] == "succeeded"
+    assert second["features"][-1] == "offload", second
+    assert "resuming from step 2" in second["reason_started"], second  # SAVE_FREQ=2: checkpoint at step 2
+    text = scripts.cli("errors", run_id).stdout
+    assert "error: gpu_oom" in text and "relaunching with +offload" in text, text
+
+
+def test_run_one_step_off_policy_uses_the_gpu_split(scripts: ScriptRunner, prepared_container: Container) -> None:
+    write_control(prepared_container, step_seconds=0.05)
+    split = {"TRAINER_GPUS": "2", "ROLLOUT_GPUS": "1", "ROLLOUT_TP": "1"}
+    result = scripts.run("run_one_step_off_policy.sh", env=split)
+    assert result.returncode == 0, result.describe()
+    run_id = run_id_of(result)
+    assert "(one_step_off_policy, fsdp, verl 0.9.1)" in result.stdout, result.describe()
+    assert scripts.cli_json("status", run_id)["status"] == "succeeded"
+
+    store = Store(scripts.state_dir / "state.db")
+    try:
+        run = store.run(run_id)
+        attempts = store.attempts(run_id)
+    finally:
+        store.close()
+    assert run is not None and run.spec["settings"]["mode"] == "one_step_off_policy"
+    assert len(attempts) == 1
+    overrides = attempts[0].overrides
+    for expected in ("trainer.n_gpus_per_node=2", "rollout.n_gpus_per_node=1", "trainer.nnodes=1", "rollout.nnodes=1"):
+        assert expected in overrides, f"{expected} not in {overrides}"
+
+    # The job that ran is the one-step-off entry point, and its composed config carries the rollout group.
+    job = attempts[0].job
+    assert job is not None
+    log = subprocess.run(["docker", "exec", scripts.container_name, "cat", job["log_path"]],
+                         capture_output=True, text=True, timeout=30, check=False).stdout  # fmt: skip
+    assert "OneStepTaskRunner" in log
+    assert "'rollout': {'n_gpus_per_node': 1, 'nnodes': 1}" in log
+
+
+def test_run_dapo_exits_non_zero_when_training_fails(scripts: ScriptRunner, prepared_container: Container) -> None:
+    """The original skill's set -euo pipefail bug made failure handling dead code; ours reports the failure."""
+    write_control(prepared_container, fail="config", step_seconds=0.05)
+    result = scripts.run("run_dapo.sh")
+    assert result.returncode != 0, result.describe()
+    run_id = run_id_of(result)
+    assert f"run {run_id} did not succeed" in result.stderr, result.describe()
+    assert f"verl-async-dapo errors {run_id}" in result.stderr
+    assert "nothing was started" not in result.stderr  # it did start: the message must not claim otherwise
+
+    report = scripts.cli_json("errors", run_id)
+    assert report["status"] == "failed"
+    assert [a["category"] for a in report["attempts"]] == ["config_error"]  # not retried: it cannot help
+
+
+def test_detached_run_dapo_returns_while_training_runs(scripts: ScriptRunner, prepared_container: Container) -> None:
+    write_control(prepared_container, step_seconds=0.25)
+    result = scripts.run("run_dapo.sh", env={"DETACH": "1", "TRAIN_STEPS": "40"})
+    assert result.returncode == 0, result.describe()
+    run_id = run_id_of(result)
+    assert scripts.cli_json("status", run_id)["status"] in ACTIVE
+    assert "following" not in result.stderr
+    stopped = scripts.cli_json("stop", run_id)
+    assert stopped["status"] == "stopped", stopped
+
+
+def test_ctrl_c_stops_following_not_training(
+    scripts: ScriptRunner, prepared_container: Container, tmp_path: Path
+) -> None:
+    write_control(prepared_container, step_seconds=0.25)
+    stderr_path = tmp_path / "stderr.txt"
+    argv = ["bash", str(SCRIPTS_DIR / "run_dapo.sh")]
+    with stderr_path.open("w") as stderr:
+        # Its own process group, like a terminal's foreground job: Ctrl-C sends SIGINT to the whole group.
+        proc = subprocess.Popen(argv, env={**scripts.env, "TRAIN_STEPS": "40"}, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while "[INFO] following run_" not in stderr_path.read_text() and time.monotonic() < deadline:
+                assert proc.poll() is None, stderr_path.read_text()
+                time.sleep(0.2)
+            time.sleep(1.0)
+            os.killpg(proc.pid, signal.SIGINT)
+            stdout, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    err = stderr_path.read_text()
+    assert proc.returncode == 130, err
+    run_id = RUN_ID.findall(stdout)[0]
+    assert f"stopped following; {run_id} keeps training" in err, err
+    # The supervisor is not in the script's process group: the run goes on.
+    assert scripts.cli_json("status", run_id)["status"] in ACTIVE
+    assert scripts.cli_json("stop", run_id)["status"] == "stopped"
