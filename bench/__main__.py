@@ -30,13 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="smallest sizes, few repetitions")
     parser.add_argument("--out", default=str(common.BENCH_DIR / "RESULTS.md"))
     parser.add_argument("--json", help="also write the raw results here")
+    parser.add_argument(
+        "--before",
+        default=common.BEFORE_REV,
+        help=f"revision timed as 'before' in benchmarks 2 and 3 (default {common.BEFORE_REV})",
+    )
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     only = {int(x) for x in args.only.split(",") if x.strip()}
     started = time.time()
     results: dict[str, Any] = {"machine": common.machine(), "config": {**cfg, "only": sorted(only)},
                                "command": "bash bench/run.sh" + (" " + " ".join(argv) if argv else ""),
-                               "head": common.head_commit()}  # fmt: skip
+                               "head": common.head_commit(), "before": args.before}  # fmt: skip
     image = common.test_image()
     common.log(f"test image {image}")
 
@@ -57,13 +62,13 @@ def main(argv: list[str] | None = None) -> int:
 
         results["oom"] = b2_oom.measure(image, cfg["oom_samples"], naive=cfg["naive"], profile=True)
         if cfg["before"]:
-            with common.head_tree() as tree:
+            with common.revision_tree(args.before) as tree:
                 results["oom_before"] = b2_oom.measure(image, min(cfg["oom_samples"], 6), pythonpath=tree)
     if 3 in only:
         from bench import b3_coldstart
 
         if cfg["before"]:
-            with common.head_tree() as tree:
+            with common.revision_tree(args.before) as tree:
                 results["cold"] = b3_coldstart.run(cfg["cold_reps"], before_pythonpath=tree)
         else:
             results["cold"] = b3_coldstart.run(cfg["cold_reps"])

@@ -108,7 +108,7 @@ def _wait_final(state: State, run_id: str, timeout: float = 180) -> str:
 def measure(
     image: str, samples: int = 20, *, naive: int = 0, profile: bool = False, pythonpath: str | None = None
 ) -> OomBench:
-    """``pythonpath``: run the CLI and the supervisors from that tree (common.head_tree: the code before)."""
+    """``pythonpath``: run the CLI and the supervisors from that tree (common.revision_tree: the code before)."""
     bench = OomBench()
     extra = {"PYTHONPATH": pythonpath} if pythonpath else {}
     with common.bench_container(image, prefix="vad-bench-oom") as container, \

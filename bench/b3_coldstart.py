@@ -30,7 +30,7 @@ REF_PACKAGE = "mcp-server-git"
 class ColdStartBench:
     ours: Sample = field(default_factory=lambda: Sample("ours"))
     theirs: Sample = field(default_factory=lambda: Sample("mcp-server-git"))
-    before: Sample | None = None  # ours as committed at HEAD (before this work), when asked
+    before: Sample | None = None  # ours from an earlier revision (common.revision_tree), when asked
     ours_tools: int = 0
     theirs_tools: int = 0
     reference_version: str = "?"
@@ -64,7 +64,7 @@ async def _once(params: StdioServerParameters) -> tuple[float, int]:
 
 
 def run(reps: int = 15, before_pythonpath: str | None = None) -> ColdStartBench:
-    """``before_pythonpath``: also time ours from that tree (common.head_tree), in the same alternation."""
+    """``before_pythonpath``: also time ours from that tree (common.revision_tree), in the same alternation."""
     ensure_reference()
     bench = ColdStartBench(reference_version=reference_version())
     with tempfile.TemporaryDirectory(prefix="vad-bench-cold-") as tmp:
@@ -72,7 +72,7 @@ def run(reps: int = 15, before_pythonpath: str | None = None) -> ColdStartBench:
         ours = StdioServerParameters(command=common.CLI, args=["serve"], env=env)
         before = None
         if before_pythonpath:
-            bench.before = Sample("ours at HEAD")
+            bench.before = Sample("ours before")
             before = StdioServerParameters(command=common.CLI, args=["serve"],
                                            env={**env, "PYTHONPATH": before_pythonpath})  # fmt: skip
             anyio.run(_once, before)

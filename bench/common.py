@@ -318,13 +318,18 @@ def python_exe() -> str:
     return str(VENV_BIN / "python")
 
 
+# The code before the performance changes recorded in RESULTS.md (the commit they were made on top of).
+BEFORE_REV = "066a957"
+
+
 @contextlib.contextmanager
-def head_tree() -> Iterator[str]:
-    """The package as committed at HEAD (``git archive``, read-only), for before/after runs: yields a PYTHONPATH
-    entry that shadows the editable install, so the CLI, the server and the supervisors it spawns run that code."""
-    root = Path(tempfile.mkdtemp(prefix="vad-bench-head-"))
+def revision_tree(rev: str = BEFORE_REV) -> Iterator[str]:
+    """The package as committed at ``rev`` (``git archive``, read-only), for before/after runs: yields a
+    PYTHONPATH entry that shadows the editable install, so the CLI, the server and the supervisors it spawns run
+    that code."""
+    root = Path(tempfile.mkdtemp(prefix="vad-bench-rev-"))
     try:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD", "skill"], capture_output=True,
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "skill"], capture_output=True,
                                  timeout=120, check=True).stdout  # fmt: skip
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive, timeout=120, check=True)
         yield str(root / "skill")

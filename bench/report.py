@@ -48,14 +48,14 @@ def render(results: dict[str, Any]) -> str:
     if "progress" in results:
         out += _progress(results["progress"])
     if "oom" in results:
-        out += _oom(results["oom"], results.get("oom_before"))
+        out += _oom(results["oom"], results.get("oom_before"), results.get("before", "?"))
     if "cold" in results:
-        out += _cold(results["cold"])
+        out += _cold(results["cold"], results.get("before", "?"))
     if results.get("idle") is not None:
         out += _idle(results["idle"])
     if "prelaunch" in results:
         out += _prelaunch(results["prelaunch"])
-    out += CHANGES
+    out += [line.replace("{before}", results.get("before", "?")) for line in CHANGES]
     return "\n".join(out) + "\n"
 
 
@@ -160,7 +160,7 @@ def _progress(bench: Any) -> list[str]:
     return out
 
 
-def _oom(bench: Any, before: Any) -> list[str]:
+def _oom(bench: Any, before: Any, results_before: str) -> list[str]:
     stats = bench.stats()
     out = [
         "## 2. OOM reaction",
@@ -180,7 +180,7 @@ def _oom(bench: Any, before: Any) -> list[str]:
         ),
     ]
     if before is not None:
-        out.append(_row("ours at HEAD (before)", *_sample_cells(before.sample),
+        out.append(_row(f"ours before (`{results_before}`)", *_sample_cells(before.sample),
                         f"{fmt_ratio(ORIGINAL_REACTION_S / before.sample.median)} faster"))  # fmt: skip
     if bench.naive:
         naive = Sample("naive", bench.naive)
@@ -209,7 +209,7 @@ def _oom(bench: Any, before: Any) -> list[str]:
     return out
 
 
-def _cold(bench: Any) -> list[str]:
+def _cold(bench: Any, results_before: str) -> list[str]:
     out = [
         "## 3. MCP cold start",
         "",
@@ -223,7 +223,7 @@ def _cold(bench: Any) -> list[str]:
         _row("ours (after)", *_sample_cells(bench.ours), fmt_ratio(bench.ratio)),
     ]
     if bench.before is not None:
-        out.append(_row("ours at HEAD (before)", *_sample_cells(bench.before),
+        out.append(_row(f"ours before (`{results_before}`)", *_sample_cells(bench.before),
                         fmt_ratio(bench.before.median / bench.theirs.median)))  # fmt: skip
     out += [_row("mcp-server-git", *_sample_cells(bench.theirs), "1 (baseline)"), ""]
     return out
@@ -298,8 +298,10 @@ def _first_line(text: str) -> str:
 CHANGES = [
     "## Product changes made for these targets",
     "",
-    "Each change is the smallest that moved a missed target; before/after are from this harness (before = the "
-    "code committed at HEAD, run from a `git archive` copy in the same run where the table says so).",
+    "Each change is the smallest that moved a missed target. Before/after come from this harness in the same "
+    "run: *before* is the package as of commit `{before}` (the code these changes were made on), run from a "
+    "`git archive` copy put first on PYTHONPATH (so its CLI, server and supervisors run); *after* is the working "
+    "tree.",
     "",
     "1. **OOM reaction (benchmark 2).** The supervisor's relaunch waited ~1 s (0.6–1.4 s measured) for a Hydra "
     "dry-run of the new overrides inside the container, plus ~10 sequential `docker exec`s. Now (`supervisor.py`): "
@@ -307,7 +309,8 @@ CHANGES = [
     "validated in the background while the attempt runs, in one process (`preflight.validate_override_sets`, "
     "Hydra imported once), and the relaunch uses that result (waiting for it if still running; a transient "
     "failure is re-checked at relaunch; a real rejection still refuses the launch, so nothing unvalidated is "
-    "ever launched). The old job's cleanup and the checkpoint lookup run concurrently. `DockerTarget` "
+    "ever launched). The old job's cleanup and the checkpoint lookup run concurrently, and so do the "
+    "exit-code read and the read of the log's tail for classification once `tail --pid` has ended. `DockerTarget` "
     "(`targets/docker.py`) reads a job's pgid file once (it is write-once) instead of on every status/stop/follow, "
     "and probes for and runs `ray stop --force` in one exec; `tail --pid` checks the launcher every 0.1 s instead "
     "of 0.2 s (`targets/base.py`).",

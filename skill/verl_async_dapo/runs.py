@@ -129,7 +129,8 @@ async def start_training(
 def monitor_commands(spec: RunSpec) -> list[str]:
     """The original skill's commands (still valid: train.log points at the current attempt) + ours."""
     log = spec.stable_log_path()
-    prefix = "" if spec.target_kind == "host" else f"docker exec {spec.target} "
+    # docker: exec into the container; host and Ray (on the head node): the file is local.
+    prefix = f"docker exec {spec.target} " if spec.target_kind == "docker" else ""
     return [
         "verl-async-dapo status --follow",
         "verl-async-dapo errors",
@@ -279,10 +280,16 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
     ctx.store.update_run(run.id, stop_requested=True)
     if not supervisor_alive(ctx, run.id):
         attempts = ctx.store.attempts(run.id)
+        reason = "stopped on request"
         if attempts and attempts[-1].job:
-            await get_target(run.target).stop_job(JobHandle(**attempts[-1].job))
-        ctx.store.update_run(run.id, status="stopped", final_reason="stopped on request", ended_at=time.time())
-        ctx.store.add_event("info", "run_stopped", "stopped on request", run_id=run.id)
+            try:
+                await get_target(run.target).stop_job(JobHandle(**attempts[-1].job))
+            except TargetError as exc:  # e.g. its container was removed: the run must still be able to end
+                reason = f"stopped on request; could not reach the job: {ctx.scrub(str(exc))}"
+        if attempts and attempts[-1].status in ("launching", "running"):
+            ctx.store.update_attempt(run.id, attempts[-1].n, status="stopped", ended_at=time.time())
+        ctx.store.update_run(run.id, status="stopped", final_reason=reason, ended_at=time.time())
+        ctx.store.add_event("info", "run_stopped", reason, run_id=run.id)
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
         row = ctx.store.run(run.id)

@@ -153,8 +153,16 @@ class CreateContainerIn(BaseModel):
                           mounts=dict(self.mounts))  # fmt: skip
 
 
+TargetName = Annotated[
+    str,
+    Field(
+        pattern=r"^(ray:)?" + CONTAINER_NAME_PATTERN.lstrip("^"),
+        max_length=132,
+        description="An existing container, 'host' for this machine, or 'ray:<cluster>' for a configured Ray cluster",
+    ),
+]
 ContainerChoice = Annotated[
-    ContainerName | None, Field(description="An existing container from list_containers, or 'host'")
+    TargetName | None, Field(description="An existing target from list_containers: container, 'host' or 'ray:<name>'")
 ]
 CreateArg = Annotated[CreateContainerIn | None, Field(description="Create (and start) a new container instead")]
 AllowSharedGpus = Annotated[

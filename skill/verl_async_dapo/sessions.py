@@ -155,7 +155,13 @@ async def select_container(
     sid = session_id or ctx.store.current_session()
     if sid is not None:
         run_state, _ = _run_state(ctx, sid)
-        check_answer_allowed(Question.CONTAINER, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None, run_state)
+        if run_state is SessionState.RUNNING and session_id is None:
+            # The current session's answers are frozen into its running run: this answer opens a new session
+            # (for another training), subject to the busy check below like any other.
+            sid = None
+        else:
+            check_answer_allowed(Question.CONTAINER, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None,
+                                 run_state)  # fmt: skip
     try:
         if create is not None:
             info = await create_container(create)

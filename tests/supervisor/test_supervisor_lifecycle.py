@@ -1,6 +1,7 @@
 """The supervisor's life apart from its run: training survives the supervisor's death (the next CLI call starts
 a new one that reattaches instead of launching a second copy), survives the death of the CLI that started it
-(the supervisor is detached in its own session), and `stop` ends the job's whole process group.
+(the supervisor is detached in its own session), and `stop` ends the job's whole process group, even when
+neither the supervisor nor the container is left.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def test_killed_supervisor_is_replaced_and_reattaches(cli: Cli, verl_docker: Con
     )  # fmt: skip
     assert is_our_supervisor(new_pid, run_id)
     assert [e.kind for e in cli.store.events(run_id)].count("supervisor_restarted") == 1
+    supervisor_log = cli.home / "runs" / run_id / "supervisor.log"
+    wait_until(lambda: "reattaching to attempt 1" in supervisor_log.read_text(errors="replace"),
+               "the new supervisor to reattach (supervisor.log)", 20, lambda: cli.explain(run_id))  # fmt: skip
     # ... which reattaches: still one attempt, one launcher and one trainer in the container.
     step_now = _bar_step(verl_docker, log_path)
     assert step_now < LONG_STEPS, "the run ended before the reattach could be checked; make it longer"
@@ -104,6 +108,30 @@ def test_run_survives_the_cli_that_started_it(cli: Cli, verl_docker: Container) 
     # The original supervisor saw it through: never replaced.
     assert cli.run_row(row.id).supervisor_pid == supervisor
     assert "supervisor_restarted" not in [e.kind for e in cli.store.events(row.id)]
+
+
+def test_stop_ends_a_run_whose_supervisor_and_container_are_gone(cli: Cli, verl_docker: Container) -> None:
+    # Nothing is left to supervise or to signal, yet `stop` must still end the run (and free the name).
+    write_control(verl_docker, {"step_seconds": 0.2})
+    cli.set(TRAIN_STEPS=200, SAVE_FREQ=50)
+    run_id = cli.start(verl_docker.name)["run_id"]
+    cli.wait_step(run_id, 1)
+    pid = cli.run_row(run_id).supervisor_pid
+    assert pid and is_our_supervisor(pid, run_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not proc_alive(pid), f"supervisor {pid} to die", 10)
+    verl_docker.remove(force=True, v=True)
+
+    result = cli.json("stop", run_id)
+    assert (result["status"], result["message"]) == ("stopped", "stopped")
+    run = cli.run_row(run_id)
+    assert run.status == "stopped" and run.final_reason
+    assert run.final_reason.startswith("stopped on request; could not reach the job:")
+    assert "not found" in run.final_reason
+    (attempt,) = cli.attempts(run_id)
+    assert attempt.status == "stopped" and attempt.ended_at is not None  # not left "running" under a stopped run
+    assert cli.status(run_id)["status"] == "stopped"
+    assert "supervisor_restarted" not in [e.kind for e in cli.store.events(run_id)]  # a final run is not healed
 
 
 def test_stop_ends_the_job_and_its_process_group(cli: Cli, verl_docker: Container) -> None:

@@ -211,7 +211,10 @@ class HostTarget(Target):
                 if not await anyio.to_thread.run_sync(_group_alive, pgid):
                     break
         ray = shutil.which("ray")
-        if ray:  # Ray's daemons leave the job's group; note this stops every Ray on this machine
+        # verl's private Ray daemons leave the job's group and would keep GPU memory for the next attempt,
+        # so they are stopped too. `ray stop` stops every Ray on this machine: users who run other Ray
+        # clusters here turn it off with VERL_ASYNC_DAPO_HOST_RAY_STOP=0.
+        if ray and os.environ.get("VERL_ASYNC_DAPO_HOST_RAY_STOP", "1") != "0":
             await self.run([ray, "stop", "--force"], timeout=60.0)
 
     def follow(self, handle: JobHandle, *, from_offset: int | None = None) -> AsyncIterator[bytes]:
