@@ -86,14 +86,19 @@ def cmd_start(args: argparse.Namespace) -> int:
 
     from verl_async_dapo.quickstart import start_from_cli
 
-    result = anyio.run(start_from_cli, _ctx(), args)
+    ctx = _ctx()
+    result = anyio.run(start_from_cli, ctx, args)
     if args.json:
         _print_json(result.model_dump())
     else:
         print(f"run id:   {result.run_id}\nstatus:   {result.status}\ntarget:   {result.target} "
               f"({result.mode}, {result.framework}, verl {result.verl_version})\n"
               f"features: {', '.join(result.features)}\nSwanLab:  {result.swanlab_url or result.swanlab_note}")  # fmt: skip
-        print("monitor:\n  " + "\n  ".join(result.monitor_commands))
+        print("monitor:\n  " + "\n  ".join(result.monitor_commands), flush=True)
+    if args.wait:  # the summary first (run id, link), then follow until the run ends
+        from verl_async_dapo.status_view import follow_status
+
+        return anyio.run(follow_status, ctx, result.run_id, 2.0)
     return EXIT_OK
 
 

@@ -9,6 +9,16 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem, named by field; pydantic's "Value error, " noise removed."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
 def user_facing_error(exc: BaseException) -> str | None:
     """The actionable message for an expected failure, or None for an unexpected one."""
     from verl_async_dapo.features import FeatureError
@@ -21,8 +31,7 @@ def user_facing_error(exc: BaseException) -> str | None:
     if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError)):
         return str(exc)
     if isinstance(exc, ValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
-        return f"invalid input: {problems}"
+        return f"invalid input: {describe_validation_error(exc)}"
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
     return None

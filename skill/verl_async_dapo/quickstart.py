@@ -33,25 +33,24 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     settings = settings_with(ctx, params)  # validate every variable before anything is created
     _check_plan(settings, args.features)
     sid = ctx.store.create_session()
-    await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
-    sessions.set_proxy(
-        ctx,
-        args.http_proxy or _env_first(ctx, "http_proxy", "HTTP_PROXY"),
-        args.https_proxy or _env_first(ctx, "https_proxy", "HTTPS_PROXY"),
-        args.no_proxy or _env_first(ctx, "no_proxy", "NO_PROXY"),
-        session_id=sid,
-    )
-    names = args.features.split(",") if args.features else settings.feature_choice().to_names()
-    sessions.choose_features(ctx, names, session_id=sid)
-    if sessions.preconfigured_swanlab(ctx) is None:
-        await _ask_swanlab(ctx, args, sid)
-    result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid)
-    if args.wait:
-        from verl_async_dapo.status_view import follow_status
-
-        code = await follow_status(ctx, result.run_id, 2.0)
-        if code != 0:
-            raise SystemExit(code)
+    try:
+        await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
+        sessions.set_proxy(
+            ctx,
+            args.http_proxy or _env_first(ctx, "http_proxy", "HTTP_PROXY"),
+            args.https_proxy or _env_first(ctx, "https_proxy", "HTTPS_PROXY"),
+            args.no_proxy or _env_first(ctx, "no_proxy", "NO_PROXY"),
+            session_id=sid,
+        )
+        names = args.features.split(",") if args.features else settings.feature_choice().to_names()
+        sessions.choose_features(ctx, names, session_id=sid)
+        if sessions.preconfigured_swanlab(ctx) is None:
+            await _ask_swanlab(ctx, args, sid)
+        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid)
+    except BaseException:
+        # Nothing started: this half-answered session must not become the "current" one an agent picks up.
+        ctx.store.abandon_session(sid)
+        raise
     return result
 
 

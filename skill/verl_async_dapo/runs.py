@@ -18,6 +18,7 @@ from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.errors import describe_validation_error
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
@@ -56,8 +57,7 @@ def settings_with(ctx: AppContext, overrides: dict[str, Any]) -> TrainingSetting
         base = TrainingSettings(_env_file=None)  # type: ignore[call-arg]
         return TrainingSettings.model_validate({**base.model_dump(), **clean})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
-        raise UserInputError(f"invalid training parameters: {problems}") from None
+        raise UserInputError(f"invalid training parameters: {describe_validation_error(exc)}") from None
 
 
 def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer | None:
@@ -187,9 +187,29 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
     return True
 
 
+MAX_SUPERVISOR_RESTARTS = 5
+RESTART_WINDOW_SECONDS = 600.0
+
+
 def heal(ctx: AppContext, run: RunRow) -> None:
-    """A run marked active whose supervisor is gone gets a new one (which reattaches)."""
-    if run.status in ACTIVE_RUN_STATUSES and spawn_supervisor(ctx, run.id):
+    """A run marked active whose supervisor is gone gets a new one (which reattaches).
+
+    A supervisor that keeps dying (our bug, or a broken environment) is not restarted forever: after
+    MAX_SUPERVISOR_RESTARTS in RESTART_WINDOW_SECONDS the run is marked failed with where to look.
+    """
+    if run.status not in ACTIVE_RUN_STATUSES or supervisor_alive(ctx, run.id):
+        return
+    since = time.time() - RESTART_WINDOW_SECONDS
+    recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
+    if len(recent) >= MAX_SUPERVISOR_RESTARTS:
+        log_file = ctx.run_dir(run.id) / "supervisor.log"
+        ctx.store.update_run(run.id, status="failed", ended_at=time.time(),
+                             final_reason=f"the supervisor died {len(recent)} times in {RESTART_WINDOW_SECONDS:.0f} s",
+                             suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
+                                          "report the supervisor error as a bug"])  # fmt: skip
+        ctx.store.add_event("error", "run_failed", "supervisor crash loop; run marked failed", run_id=run.id)
+        return
+    if spawn_supervisor(ctx, run.id):
         ctx.store.add_event("warning", "supervisor_restarted", "supervisor was gone; started a new one",
                             run_id=run.id)  # fmt: skip
 

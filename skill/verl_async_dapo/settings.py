@@ -119,7 +119,12 @@ class TrainingSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _features_parse(self) -> TrainingSettings:
-        self.feature_choice()  # raises a clear ValueError on unknown names or a bad ENABLE_OFFLOAD
+        try:
+            self.feature_choice()
+        except ValueError as exc:  # name the variables: the message goes to a human reading a script's output
+            raise ValueError(
+                f"USER_FEATURES={self.user_features!r} ENABLE_OFFLOAD={self.enable_offload!r}: {exc}"
+            ) from None
         return self
 
     def feature_choice(self) -> FeatureChoice:

@@ -76,11 +76,16 @@ async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:
     from verl_async_dapo.runs import get_progress
 
     tty = sys.stdout.isatty()
+    last_line = None
     while True:
         progress = await get_progress(ctx, run_id)
         run_id = progress["run_id"]
         line = render_bar(progress)
-        print(("\r" + line.ljust(100)) if tty else line, end="" if tty else "\n", flush=True)
+        if tty:
+            print("\r" + line.ljust(100), end="", flush=True)
+        elif line != last_line:  # a log file gets a line per change, not one every interval
+            print(line, flush=True)
+        last_line = line
         if progress["status"] in FINAL:
             print("\n" + render_status(progress) if tty else render_status(progress))
             return 0 if progress["status"] == "succeeded" else 1

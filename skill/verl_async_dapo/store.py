@@ -57,6 +57,10 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER events_no_delete BEFORE DELETE ON events
         BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
     """,
+    # 2: a session given up before its run started (e.g. `start` failed its preflight) is no longer current.
+    """
+    ALTER TABLE sessions ADD COLUMN abandoned_at REAL;
+    """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -184,9 +188,18 @@ class Store:
         session_id = new_id("ses")
         now = time.time()
         with self.transaction() as conn:
-            conn.execute("INSERT INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
+            conn.execute("INSERT INTO sessions (id, created_at, updated_at) VALUES (?, ?, ?)", (session_id, now, now))
             _event(conn, "info", "session_created", "session created", session_id=session_id)
         return session_id
+
+    def abandon_session(self, session_id: str) -> None:
+        """Give up a session that has no run (its answers stay for the record); no-op once it has one."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE sessions SET abandoned_at=? WHERE id=? AND NOT EXISTS (SELECT 1 FROM runs WHERE session_id=?)",
+                (time.time(), session_id, session_id),
+            )
+            _event(conn, "info", "session_abandoned", "session abandoned before a run started", session_id=session_id)
 
     def session_exists(self, session_id: str) -> bool:
         return self._conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
@@ -195,7 +208,7 @@ class Store:
         """The latest session whose run has not finished (or that has no run yet)."""
         row = self._conn.execute(
             """SELECT s.id FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
-               WHERE r.id IS NULL OR r.status IN ('starting','running','retrying')
+               WHERE (r.id IS NULL AND s.abandoned_at IS NULL) OR r.status IN ('starting','running','retrying')
                ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1"""
         ).fetchone()
         return row[0] if row else None

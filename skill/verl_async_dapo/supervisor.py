@@ -34,7 +34,7 @@ from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_c
 from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import override_diff
+from verl_async_dapo.verl import PlanError, override_diff
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -180,7 +180,17 @@ class Supervisor:
     async def _launch(
         self, n: int, config: AttemptConfig, reason: str, previous: AttemptRow | None
     ) -> JobHandle | None:
-        plan, secret_env = plan_for(self.ctx, self.spec, config, with_secrets=True)
+        try:
+            plan, secret_env = plan_for(self.ctx, self.spec, config, with_secrets=True)
+        except PlanError as exc:  # e.g. a tweak the plan refuses: fail the run once, never crash-loop on it
+            self.ctx.store.add_attempt(self.run_id, n, config=attempt_config_to_dict(config), overrides=[],
+                                       override_diff=[], reason=reason)  # fmt: skip
+            error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "plan_error",
+                     "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
+            self.ctx.store.update_attempt(self.run_id, n, status="rejected", error=error, ended_at=time.time())
+            self._finish("failed", f"cannot plan attempt {n}: {self.ctx.scrub(str(exc))}",
+                         ["fix the parameter named above; nothing was launched"])  # fmt: skip
+            return None
         diff = override_diff(previous.overrides, plan.overrides) if previous else []
         self.ctx.store.add_attempt(
             self.run_id, n, config=attempt_config_to_dict(config), overrides=list(plan.overrides),

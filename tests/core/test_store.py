@@ -153,3 +153,30 @@ def test_two_processes_write_at_once(tmp_path: Path) -> None:
     assert len(messages) == 400
     assert s.answers(sid)["features"] == {"i": 199}
     s.close()
+
+
+def test_migration_from_schema_1_keeps_data_and_abandons_cleanly(tmp_path: Path) -> None:
+    """A version-1 database (before abandoned sessions existed) migrates forward with its rows intact."""
+    from verl_async_dapo import store as store_module
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in store_module._split_sql(store_module._MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version=1")
+    conn.execute("INSERT INTO sessions VALUES ('ses_old', 1.0, 1.0)")
+    conn.close()
+    s = Store(path)
+    assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert s.current_session() == "ses_old"
+    s.abandon_session("ses_old")
+    assert s.current_session() is None
+    assert s.session_exists("ses_old")
+    s.close()
+
+
+def test_abandon_is_a_no_op_once_a_run_exists(store: Store) -> None:
+    sid = store.create_session()
+    store.create_run(sid, "t", {})
+    store.abandon_session(sid)
+    assert store.current_session() == sid  # the running session stays current

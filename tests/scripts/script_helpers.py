@@ -100,12 +100,15 @@ class ScriptRunner:
         pytest.fail(f"run {run_id} did not end within {deadline_s}s; last status: {progress}")
 
     def store_counts(self) -> tuple[int, int]:
-        """(sessions, runs) in this home's state DB; (0, 0) when no DB was ever created."""
+        """(live sessions, runs) in this home's state DB; (0, 0) when no DB was ever created.
+
+        A session that `start` gave up (abandoned_at set) is kept for the record but is never current.
+        """
         db = self.state_dir / "state.db"
         if not db.exists():
             return (0, 0)
         with sqlite3.connect(db) as conn:
-            sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+            sessions = conn.execute("SELECT count(*) FROM sessions WHERE abandoned_at IS NULL").fetchone()[0]
             runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         return (int(sessions), int(runs))
 

@@ -74,12 +74,6 @@ def test_quick_start_stops_at_a_failed_preflight(
     assert_nothing_started(runner, container)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CLI: `start` creates its session and answers container/proxy/features before its preflight; a failed "
-    "preflight leaves that half-answered session, which store.current_session() then hands to the next MCP call "
-    "made without a session id",
-)
 def test_run_dapo_with_a_failed_preflight_leaves_no_session(
     container: Container, make_runner: Callable[[Container], ScriptRunner]
 ) -> None:
@@ -95,8 +89,7 @@ def test_run_dapo_with_a_failed_preflight_leaves_no_session(
 BAD_VARIABLES = [
     pytest.param("FRAMEWORK", "foo", "FRAMEWORK", id="FRAMEWORK=foo"),
     pytest.param("TRAIN_STEPS", "-1", "TRAIN_STEPS", id="TRAIN_STEPS=-1"),
-    # The message names the bad value but not USER_FEATURES: see test_user_features_error_names_the_variable.
-    pytest.param("USER_FEATURES", "bogus", "unknown feature 'bogus'", id="USER_FEATURES=bogus"),
+    pytest.param("USER_FEATURES", "bogus", "USER_FEATURES", id="USER_FEATURES=bogus"),
     pytest.param("ENABLE_OFFLOAD", "maybe", "ENABLE_OFFLOAD", id="ENABLE_OFFLOAD=maybe"),
 ]
 
@@ -141,11 +134,6 @@ def test_a_rollout_tp_that_does_not_divide_the_rollout_gpus_fails_fast(
     assert_nothing_started(runner, prepared_container)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CLI: the USER_FEATURES error says \"value: Value error, unknown feature 'bogus'\" without naming "
-    "USER_FEATURES (features.choice_from_env / settings._features_parse)",
-)
 def test_user_features_error_names_the_variable(
     prepared_container: Container, make_runner: Callable[[Container], ScriptRunner]
 ) -> None:
