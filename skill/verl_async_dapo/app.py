@@ -48,7 +48,9 @@ class AppContext:
 
     def known_secrets(self) -> list[str]:
         """Every secret value we hold or were given, for redacting anything we show or log."""
-        values = list(self.secrets.known_values())
+        # No secrets directory = nothing stored: do not create one just to redact (that fails on a full disk).
+        stored = "secrets" in self.__dict__ or (self.home / "secrets").is_dir()
+        values = list(self.secrets.known_values()) if stored else []
         for name in ("SWANLAB_API_KEY",):
             if self.env.get(name):
                 values.append(self.env[name])

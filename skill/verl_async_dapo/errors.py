@@ -6,6 +6,8 @@ stderr; anything else propagates (a traceback in the CLI, a sanitized error in M
 
 from __future__ import annotations
 
+import errno
+
 from pydantic import ValidationError
 
 
@@ -23,15 +25,21 @@ def user_facing_error(exc: BaseException) -> str | None:
     """The actionable message for an expected failure, or None for an unexpected one."""
     from verl_async_dapo.features import FeatureError
     from verl_async_dapo.flow import FlowError
+    from verl_async_dapo.secret_store import SecretStoreError
     from verl_async_dapo.sessions import UserInputError
     from verl_async_dapo.store import StoreError
     from verl_async_dapo.swanlab import SwanlabConfigError
     from verl_async_dapo.targets.base import TargetError
 
-    if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError)):
+    # SecretStoreError messages never hold a secret value (by design), only paths and the fix.
+    if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
+                        SecretStoreError)):  # fmt: skip
         return str(exc)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"could not save state ({exc.strerror}{where}); free space or fix the state directory, then retry"
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
     return None

@@ -236,6 +236,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     attempts = ctx.store.attempts(run.id)
     progress = dict(run.progress or {})
     stale = run.progress_at is None or time.time() - run.progress_at > STALE_PROGRESS_SECONDS
+    if attempts and progress.get("attempt") not in (None, attempts[-1].n):
+        progress, stale = {}, True  # the snapshot is the previous attempt's: right after a relaunch
     if run.status in ACTIVE_RUN_STATUSES and stale and attempts and attempts[-1].job:
         progress = await _progress_from_tail(JobHandle(**attempts[-1].job)) or progress
     current = attempts[-1] if attempts else None

@@ -159,14 +159,21 @@ class Store:
             raise StoreError(f"state store busy or unwritable: {exc}") from exc
         try:
             yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback()
+            if isinstance(exc, sqlite3.OperationalError):  # disk full, I/O error, read-only file, …
+                raise StoreError(f"could not save state ({exc}); nothing was changed") from exc
             raise
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
+            self._rollback()
             raise StoreError(f"could not save state ({exc}); nothing was changed") from exc
+
+    def _rollback(self) -> None:
+        # After some errors (SQLITE_FULL, SQLITE_IOERR) SQLite has already rolled back: nothing left to undo.
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def _migrate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]

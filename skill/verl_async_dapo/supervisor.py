@@ -32,7 +32,7 @@ from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.preflight import ValidationResult, validate_override_sets, validate_overrides
 from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
 from verl_async_dapo.store import AttemptRow
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError, override_diff
 
@@ -91,6 +91,8 @@ class Supervisor:
         self.spec = RunSpec.model_validate(row.spec)
         self.settings = self.spec.training_settings()
         self.target: Target = get_target(self.spec.target)
+        self._launched: set[int] = set()  # attempts started by this process (not reattached)
+        self._target_gone: str | None = None
         self._stop_requested = False
         # Override sets validated ahead of need (the next rung of each OOM ladder, checked while the attempt
         # runs) so a relaunch does not wait ~1 s for Hydra in the target: key → result, or an Event while pending.
@@ -221,6 +223,7 @@ class Supervisor:
             self.ctx.store.update_attempt(self.run_id, n, status="failed", error=error, ended_at=time.time())
             self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
             return None
+        self._launched.add(n)
         self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle.__dict__)
         self.ctx.store.update_run(self.run_id, status="running")
         if self._tg is not None:
@@ -307,7 +310,9 @@ class Supervisor:
     async def _watch(self, attempt: AttemptRow, handle: JobHandle) -> None:
         """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
         parser = ProgressParser()
-        offset: int | None = None if attempt.status == "running" and self._progress_known() else 0
+        # An attempt this process launched is read from its first byte (resume lines come first); a reattached
+        # one from its last MiB, so a multi-GB log never has to be read whole.
+        offset: int | None = 0 if attempt.n in self._launched else None
         tail: dict[str, Any] = {}
         while True:
             ended_cleanly = False
@@ -333,6 +338,12 @@ class Supervisor:
             offset = None
         self._save_progress(parser, attempt.n)
         self._unsaved = None
+        if self._target_gone is not None:
+            error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "target_gone", "line": None,
+                     "excerpt": self.ctx.scrub(self._target_gone)}  # fmt: skip
+            status_name = "stopped" if self._stop_flag() else "failed"
+            self.ctx.store.update_attempt(self.run_id, attempt.n, status=status_name, error=error, ended_at=time.time())
+            return
         if not tail:
             await self._read_tail_into(handle, tail)
         if "error" in tail:
@@ -370,13 +381,12 @@ class Supervisor:
     async def _job_status(self, handle: JobHandle) -> Any:
         try:
             return await self.target.job_status(handle)
+        except TargetGone as exc:  # container removed or stopped: its processes died with it
+            self._target_gone = str(exc)
+            return JobStatus(running=False, exit_code=None, pgid=None)
         except TargetError as exc:
             log.warning("cannot read job status (%s); will retry", exc)
             return None
-
-    def _progress_known(self) -> bool:
-        row = self.ctx.store.run(self.run_id)
-        return row is not None and row.progress is not None
 
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None

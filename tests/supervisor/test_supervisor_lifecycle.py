@@ -163,3 +163,19 @@ def test_stop_ends_the_job_and_its_process_group(cli: Cli, verl_docker: Containe
     wait_until(lambda: not proc_alive(run.supervisor_pid or 0), "the supervisor to exit after the stop", 15)
     assert len(cli.attempts(run_id)) == 1
     assert cli.json("stop", run_id)["message"] == "run already stopped"
+
+
+def test_a_removed_container_ends_the_run_instead_of_waiting_forever(cli: Cli, verl_docker: Container) -> None:
+    """The job died with its container: the supervisor records that (environment, target_gone) and stops."""
+    write_control(verl_docker, {"step_seconds": LONG_STEP_S})
+    cli.set(TRAIN_STEPS=LONG_STEPS, SAVE_FREQ=10)
+    run_id = cli.start(verl_docker.name)["run_id"]
+    cli.wait_step(run_id, 2)
+    verl_docker.remove(force=True)
+    final = cli.wait_final(run_id, timeout=60)
+    assert final["status"] == "failed"
+    (attempt,) = cli.errors(run_id)["attempts"]
+    assert attempt["category"] == "environment"
+    assert attempt["kind"] == "target_gone"
+    assert "not found" in attempt["excerpt"] or "not running" in attempt["excerpt"]
+    assert len(cli.attempts(run_id)) == 1  # nothing relaunched into a container that is gone

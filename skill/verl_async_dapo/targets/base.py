@@ -51,6 +51,14 @@ class TargetUnavailable(TargetError):
     """The target cannot be reached at all (no Docker Engine, container gone, cluster down)."""
 
 
+class TargetGone(TargetUnavailable):
+    """The target itself no longer exists or is not running: every job that ran in it is dead.
+
+    Unlike an unreachable Docker Engine (which may come back with the job still running), this is final
+    for the attempt, so the supervisor records it instead of waiting forever.
+    """
+
+
 class InvalidTargetInput(TargetError, ValueError):
     """A name, path, image or value was refused before anything ran (catchable as either base)."""
 

@@ -30,6 +30,7 @@ from verl_async_dapo.targets.base import (
     CreateSpec,
     InvalidTargetInput,
     TargetError,
+    TargetGone,
     TargetKind,
     TargetUnavailable,
 )
@@ -97,11 +98,11 @@ def map_docker_error(exc: BaseException, container: str | None = None) -> Target
     if isinstance(exc, docker.errors.ImageNotFound):
         return TargetError(f"image not found: {_short(exc)}")
     if isinstance(exc, docker.errors.NotFound):
-        return TargetUnavailable(f"{where} not found; list the containers or create one ({_short(exc)})")
+        return TargetGone(f"{where} not found; list the containers or create one ({_short(exc)})")
     if isinstance(exc, docker.errors.APIError):
         text = _short(exc)
         if exc.status_code == 409 and "not running" in text:
-            return TargetUnavailable(f"{where} is not running; start it first ({text})")
+            return TargetGone(f"{where} is not running; start it first ({text})")
         return TargetError(f"Docker refused the request for {where}: {text}")
     if isinstance(exc, (requests.exceptions.RequestException, docker.errors.DockerException, ConnectionError)):
         return TargetUnavailable(f"Docker is not reachable ({_short(exc)}). {UNREACHABLE_FIX}")

@@ -1,0 +1,428 @@
+"""Secrets: ONE canary scan over everything the product makes observable.
+
+Canary secrets (unique per test session, all matching ``vadcanary-<where>-<hex>``) enter every way they can:
+
+* SwanLab API keys: from the server's environment (run 1), from the config file (run 2), as the
+  ``configure_swanlab`` argument (run 3, in a Docker container), through the elicitation form (run 4), and a wrong key
+  that a careless server echoes back in its refusal; ``verl-async-dapo start`` with the key in its environment (run 6);
+* proxy URLs with passwords: ``http://user:<canary>@127.0.0.1:3128`` through ``set_proxy`` (runs 1, 3, 5) and in the
+  CLI's environment (run 6);
+* secret-looking lines printed by the training itself (run 5): known values (the SwanLab keys, the proxy password),
+  with and without a name marker, plus a ``WANDB_API_KEY=`` value the product was never told (generic redaction).
+
+The cloud runs really log in to a fake SwanLab server from the stand-in (``swanlab.login`` as verl does) and then fail
+at ``swanlab.init`` (the fake only knows the login endpoint): a real failure with a real excerpt.
+
+Scanned: every tool result (all ten tools, both protocol eras), the session and log resources, the prompt; CLI output
+(``start``/``status``/``errors``/``runs``/``plan --json``); every file in the state dir (state.db, its WAL and SHM,
+supervisor.log/.out, any *.log) and in the config dir but the 0600 SwanLab config file itself; the server's own log
+records; /proc/*/cmdline of every process on the machine sampled every 50 ms during the runs; ``ps -eo args`` in the
+container during its run; the attempts' Hydra overrides; the check_errors excerpts and log resource (known values and
+the never-seen ``WANDB_API_KEY`` value masked); and the training logs of every run but run 5 (where we wrote the
+secrets ourselves). Legitimate holders are not scanned: the secret store files (0600), the 0600 SwanLab config file,
+process environments, and SwanLab's own credential dir (``SWANLAB_ROOT``), which ``swanlab.login`` writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from docker.models.containers import Container
+from mcp.types import ElicitResult
+from rel_helpers import (
+    FINAL,
+    all_cmdlines,
+    end_supervisors,
+    prepare_host_tree,
+    processes,
+    product_env,
+    record,
+    result_text,
+    write_control,
+)
+
+from harness.fixtures import exec_argv, put_file
+from mcp import Client, MCPError
+from verl_async_dapo.secret_store import SecretStore
+from verl_async_dapo.server import mcp
+from verl_async_dapo.store import Store
+from verl_async_dapo.swanlab import SwanlabConfig, SwanlabMode, save_config_file
+
+HEX = uuid.uuid4().hex[:12]
+K_ENV, K_FILE, K_ARG, K_FORM, K_WRONG, K_CLI = (f"vadcanary-{w}-{HEX}" for w in ("env", "file", "arg", "form",
+                                                                              "wrong", "cli"))  # fmt: skip
+P_ONE, P_TWO, P_CLI = (f"vadcanary-proxy{n}-{HEX}" for n in ("one", "two", "cli"))
+U_GENERIC = f"vadcanary-unknown-{HEX}"  # printed by "the training", never given to the product
+CANARY = re.compile(rb"vadcanary-[a-z]+-" + HEX.encode())
+RUN_TIMEOUT_S = 120.0
+STEADY = {"FRAMEWORK": "fsdp", "TRAIN_STEPS": "4", "SAVE_FREQ": "1", "TRAINER_GPUS": "1", "ROLLOUT_GPUS": "1",
+          "ROLLOUT_TP": "1", "MAX_OOM_RETRIES": "0"}  # fmt: skip
+
+
+def proxy(password: str) -> str:
+    return f"http://user:{password}@127.0.0.1:3128"
+
+
+class Leaks:
+    """Where a canary was seen, with a little context."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+        self.places = 0
+        self.bytes = 0
+        self._lock = threading.Lock()
+
+    def scan(self, where: str, data: bytes | str) -> None:
+        raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        with self._lock:
+            self.places += 1
+            self.bytes += len(raw)
+            for match in CANARY.finditer(raw):
+                context = raw[max(0, match.start() - 80) : match.end() + 40].decode("utf-8", "replace")
+                self.found.append(f"{where}: …{context}…")
+
+
+@contextmanager
+def sampling(name: str, fn: Callable[[], None], interval: float) -> Iterator[list[int]]:
+    """Call ``fn`` every ``interval`` s in a thread while the block runs; yields [samples taken]."""
+    stop, count = threading.Event(), [0]
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                fn()
+                count[0] += 1
+            except Exception as exc:  # a container that just went away, a vanished pid
+                print(f"{name} sampler: {exc}", file=sys.stderr)
+            stop.wait(interval)
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield count
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+
+
+class Form:
+    def __init__(self, key: str) -> None:
+        self.key, self.asked = key, 0
+
+    async def __call__(self, _ctx: Any, _params: Any) -> ElicitResult:
+        self.asked += 1
+        return ElicitResult(action="accept", content={"api_key": self.key})
+
+
+class Shown:
+    """Every tool result and resource text the model could see, for the scan."""
+
+    def __init__(self, client: Client, leaks: Leaks, era: str) -> None:
+        self.c, self.leaks, self.era = client, leaks, era
+        self.tools: set[str] = set()
+
+    async def call(self, tool: str, args: dict[str, Any] | None = None, *, ok: bool = True) -> dict[str, Any]:
+        result = await self.c.call_tool(tool, args or {})
+        self.tools.add(tool)
+        self.leaks.scan(f"{self.era} tool {tool}", result_text(result))
+        assert result.is_error != ok, f"{tool}({args}): {result_text(result)}"
+        return result.structured_content or {}
+
+    async def resources(self, run_id: str | None) -> str:
+        texts = []
+        uris = ["verl-async-dapo://session/current"] + ([f"verl-async-dapo://runs/{run_id}/log"] if run_id else [])
+        for uri in uris:
+            try:
+                read = await self.c.read_resource(uri)
+                texts += [getattr(x, "text", "") for x in read.contents]
+            except MCPError as exc:
+                texts.append(str(exc))
+        prompt = await self.c.get_prompt("start_dapo_training")
+        texts += [getattr(m.content, "text", "") for m in prompt.messages]
+        self.leaks.scan(f"{self.era} resources", "\n".join(texts))
+        return "\n".join(texts)
+
+    async def set_up(self, target: str, proxy_url: str | None) -> None:
+        await self.call("list_containers")
+        await self.call("select_container", {"name": target})
+        await self.call("set_proxy", {"http_proxy": proxy_url, "https_proxy": proxy_url,
+                                      "no_proxy": "127.0.0.1,localhost"} if proxy_url else {})  # fmt: skip
+        await self.call("choose_features", {"names": ["default"]})
+        await self.call("get_session")
+
+    async def start(self) -> str:
+        started = await self.call("start_training")
+        return str(started["run_id"])
+
+    async def until_final(self, run_id: str) -> dict[str, Any]:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while (progress := await self.call("get_progress", {"run_id": run_id}))["status"] not in FINAL:
+            assert time.monotonic() < deadline, progress
+            await anyio.sleep(0.3)
+        await self.call("check_errors", {"run_id": run_id})
+        await self.call("stop_training", {"run_id": run_id, "confirm": True})  # already ended: says so
+        await self.resources(run_id)
+        return progress
+
+
+def _trainer_children(launcher_pid: int) -> list[int]:
+    return [p.pid for p in processes() if p.ppid == launcher_pid]
+
+
+def _attempt_log(home: Path, run_id: str) -> Path:
+    store = Store(home / "state.db")
+    try:
+        attempt = store.attempts(run_id)[-1]
+        assert attempt.job, attempt
+        return Path(attempt.job["log_path"])
+    finally:
+        store.close()
+
+
+async def test_no_secret_is_observable_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host_verl_tree: Path, make_fake_swanlab: Callable[[], Any],
+    container_factory: Callable[..., Container], caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    caplog.set_level(logging.DEBUG)
+    leaks = Leaks()
+    home, config = tmp_path / "state", tmp_path / "config"
+    prepare_host_tree(host_verl_tree)
+    write_control(host_verl_tree, hang=True, fail_at_step=1, step_seconds=0.05)
+    for var, value in {**STEADY, "VERL_HOME": str(host_verl_tree),
+                       "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}.items():  # fmt: skip
+        monkeypatch.setenv(var, value)
+    fakes = {name: make_fake_swanlab() for name in ("env", "file", "arg", "form")}
+    for name, key in (("env", K_ENV), ("file", K_FILE), ("arg", K_ARG), ("form", K_FORM)):
+        fakes[name].good_key = key
+    run_ids: dict[str, str] = {}
+    eras_tools: dict[str, set[str]] = {}
+
+    def scan_cmdlines() -> None:
+        for pid, cmdline in all_cmdlines().items():
+            leaks.scan(f"/proc/{pid}/cmdline", cmdline)
+
+    box = container_factory(network_mode="host")  # the stand-in in it reaches the fake SwanLab on 127.0.0.1
+    out = exec_argv(box, ["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"])
+    assert out.exit_code == 0, out.output
+    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
+        put_file(box, f"/verl/data/{name}", b"PAR1")
+    put_file(box, "/verl/standin_control.json", json.dumps({"hang": True, "fail_at_step": 1, "step_seconds": 0.05}))
+
+    def scan_container() -> None:
+        leaks.scan(f"ps -eo args in {box.name}", exec_argv(box, ["ps", "-eo", "args"], timeout_s=20).stdout)
+
+    try:
+        with sampling("cmdlines", scan_cmdlines, 0.05) as proc_samples:
+            # Run 1 (legacy era): the key from the server's environment, a proxy password via set_proxy.
+            monkeypatch.setenv("SWANLAB_API_KEY", K_ENV)
+            monkeypatch.setenv("SWANLAB_HOST", fakes["env"].host)
+            async with Client(mcp, mode="legacy") as c:
+                s = Shown(c, leaks, "legacy")
+                await s.set_up("host", proxy(P_ONE))
+                configured = await s.call("configure_swanlab")  # reports the env setting, changes nothing
+                assert configured["already_configured"] and configured["configured_from"] == "env"
+                run_ids["env key"] = await s.start()
+                await s.until_final(run_ids["env key"])
+                eras_tools["legacy"] = set(s.tools)
+            monkeypatch.delenv("SWANLAB_API_KEY")
+            monkeypatch.delenv("SWANLAB_HOST")
+
+            # Run 2 (2026 era): the key from the config file.
+            save_config_file(SwanlabConfig(mode=SwanlabMode.CLOUD, host=fakes["file"].host, api_key=K_FILE),
+                             config / "swanlab.json")  # fmt: skip
+            async with Client(mcp, mode="auto") as c:
+                s = Shown(c, leaks, "2026")
+                await s.set_up("host", None)
+                assert (await s.call("get_session"))["swanlab_source"] == "config_file"
+                run_ids["config-file key"] = await s.start()
+                await s.until_final(run_ids["config-file key"])
+                eras_tools["2026"] = set(s.tools)
+
+            # A wrong key that the server quotes back in its refusal; then run 3 (legacy era, in a container):
+            # the key as configure_swanlab's argument, another proxy password.
+            monkeypatch.setenv("VERL_HOME", "/verl")  # the stand-in tree inside the test image
+            async with Client(mcp, mode="legacy") as c:
+                s = Shown(c, leaks, "legacy")
+                await s.set_up(box.name, proxy(P_TWO))
+                fakes["arg"].behaviour = "echo"
+                await s.call("configure_swanlab", {"mode": "cloud", "host": fakes["arg"].host, "api_key": K_WRONG},
+                             ok=False)  # fmt: skip
+                fakes["arg"].behaviour = "normal"
+                done = await s.call("configure_swanlab", {"mode": "cloud", "host": fakes["arg"].host,
+                                                          "api_key": K_ARG})  # fmt: skip
+                assert done["key_from"] == "argument" and done["key_check"]["status"] == "ok", done
+                with sampling("container ps", scan_container, 0.25) as box_samples:
+                    run_ids["argument key (docker)"] = await s.start()
+                    await s.until_final(run_ids["argument key (docker)"])
+                eras_tools["legacy"] |= s.tools
+            monkeypatch.setenv("VERL_HOME", str(host_verl_tree))
+
+            # Run 4 (2026 era): the key typed into the client's form.
+            form = Form(K_FORM)
+            async with Client(mcp, mode="auto", elicitation_callback=form) as c:
+                s = Shown(c, leaks, "2026")
+                await s.set_up("host", None)
+                done = await s.call("configure_swanlab", {"mode": "cloud", "host": fakes["form"].host})
+                assert form.asked == 1 and done["key_from"] == "user", done
+                run_ids["form key"] = await s.start()
+                await s.until_final(run_ids["form key"])
+                eras_tools["2026"] |= s.tools
+
+            # Run 5 (legacy era, local SwanLab): the training prints secrets into its log, then dies of an OOM.
+            async with Client(mcp, mode="legacy") as c:
+                s = Shown(c, leaks, "legacy")
+                await s.set_up("host", proxy(P_ONE))
+                await s.call("configure_swanlab", {"mode": "local"})
+                run_id = run_ids["printed secrets"] = await s.start()
+                excerpt, tail = await _print_secrets_then_die(s, home, run_id)
+                for shown in (excerpt, tail):
+                    assert "torch.OutOfMemoryError" in shown and "logging in with key ***" in shown, shown
+                    assert "WANDB_API_KEY=***" in shown and "proxy: http://user:***@127.0.0.1:3128" in shown, shown
+
+        # Run 6: the CLI, with the key and a proxy password in its environment; then every read command.
+        cli_env = product_env(home, host_verl_tree, **STEADY, SWANLAB_API_KEY=K_CLI, SWANLAB_HOST=fakes["env"].host,
+                              HTTPS_PROXY=proxy(P_CLI), NO_PROXY="127.0.0.1,localhost",
+                              VERL_ASYNC_DAPO_CONFIG_DIR=str(config))  # fmt: skip
+        fakes["env"].good_key = K_CLI
+        with sampling("cmdlines", scan_cmdlines, 0.05) as cli_samples:
+            started = _cli(cli_env, leaks, "start", "--container", "host", "--json")
+            run_ids["CLI env key"] = json.loads(started)["run_id"]
+            _wait_final(home, run_ids["CLI env key"])
+        for run_id in run_ids.values():
+            _cli(cli_env, leaks, "status", run_id, "--json", codes=(0, 1))
+            _cli(cli_env, leaks, "errors", run_id, "--json")
+        _cli(cli_env, leaks, "runs", "--json")
+        _cli(cli_env, leaks, "plan", "--json")
+    finally:
+        end_supervisors(run_ids.values())
+
+    # Every tool in both eras was seen (and scanned).
+    every = {"list_containers", "select_container", "set_proxy", "choose_features", "configure_swanlab",
+             "start_training", "get_progress", "check_errors", "stop_training", "get_session"}  # fmt: skip
+    assert eras_tools["legacy"] == every and eras_tools["2026"] >= every - {"stop_training"} | {"stop_training"}
+    # Files we write: everything in the state dir (secret store excepted) and the config dir (the 0600 file excepted).
+    files = _scan_files(leaks, home, config)
+    # The attempts' Hydra overrides and the training logs (run 5's holds what we wrote into it ourselves).
+    store = Store(home / "state.db")
+    try:
+        for name, run_id in run_ids.items():
+            for attempt in store.attempts(run_id):
+                leaks.scan(f"overrides of {name} attempt {attempt.n}", "\n".join(attempt.overrides))
+                if name != "printed secrets" and attempt.job and Path(attempt.job["log_path"]).is_file():
+                    leaks.scan(f"training log of {name}", Path(attempt.job["log_path"]).read_bytes())
+        statuses = {name: store.run(r).status for name, r in run_ids.items()}  # type: ignore[union-attr]
+    finally:
+        store.close()
+    leaks.scan("server log records", caplog.text)
+    # The keys really went where they had to: into the training's login (the fake saw each one) and the store.
+    assert [r.headers.get("authorization") for r in fakes["env"].requests if "login" in r.path][-1] == K_CLI
+    for name, key in (("file", K_FILE), ("arg", K_ARG), ("form", K_FORM)):
+        assert key in [r.headers.get("authorization") for r in fakes[name].requests], f"the {name} key never went out"
+    held = set(SecretStore(home / "secrets").known_values())
+    assert {K_ENV, K_FILE, K_ARG, K_FORM, K_CLI, proxy(P_ONE)} <= {v for v in held} | {
+        json.loads(v).get("http_proxy") for v in held if v.startswith("{")
+    }
+    assert all(s in FINAL for s in statuses.values()), statuses
+    assert not leaks.found, "secrets leaked:\n" + "\n".join(leaks.found[:20])
+    record("secrets_scan", canaries=10, runs=len(run_ids), places_scanned=leaks.places, bytes_scanned=leaks.bytes,
+           files_scanned=files, proc_samples=proc_samples[0] + cli_samples[0], container_samples=box_samples[0],
+           leaks_found=0, run_statuses=statuses)  # fmt: skip
+
+
+async def _print_secrets_then_die(s: Shown, home: Path, run_id: str) -> tuple[str, str]:
+    """Wait for the stand-in to hang at step 1, append secret-looking lines and an OOM to its log as the training
+    would print them, kill the trainer; returns (check_errors excerpt, log resource)."""
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:
+        store = Store(home / "state.db")
+        try:
+            attempts = store.attempts(run_id)
+        finally:
+            store.close()
+        if attempts and attempts[-1].job:
+            log = Path(attempts[-1].job["log_path"])
+            if log.is_file() and b"Initial validation metrics" in log.read_bytes():
+                break
+        assert time.monotonic() < deadline, "the stand-in never reached step 1"
+        await anyio.sleep(0.3)
+    await anyio.sleep(1.0)  # into the hang at step 1
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(
+            f"(TaskRunner pid=4242) SWANLAB_API_KEY={K_ENV}\n"
+            f"(TaskRunner pid=4242) logging in with key {K_FORM}\n"
+            f"(TaskRunner pid=4242) Authorization: Bearer {K_ARG}\n"
+            f"(TaskRunner pid=4242) proxy: {proxy(P_ONE)}\n"
+            f"(TaskRunner pid=4242) --api-key {K_FILE} WANDB_API_KEY={U_GENERIC}\n"
+            "(TaskRunner pid=4242) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+            "a total capacity of 79.15 GiB of which 6.75 MiB is free.\n"
+        )
+    pgid = int((log.parent / "pgid").read_text().strip())
+    children = _trainer_children(pgid)
+    assert children, "no trainer under the launcher"
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    progress = await s.until_final(run_id)
+    assert progress["status"] == "failed", progress
+    report = await s.call("check_errors", {"run_id": run_id})
+    excerpt = report["attempts"][-1]["excerpt"] or ""
+    assert report["attempts"][-1]["category"] == "gpu_oom", report
+    tail = await s.resources(run_id)
+    return excerpt, tail
+
+
+def _cli(env: dict[str, str], leaks: Leaks, *args: str, codes: tuple[int, ...] = (0,)) -> str:
+    proc = subprocess.run([sys.executable, "-m", "verl_async_dapo", *args], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    leaks.scan(f"CLI {args[0]} stdout", proc.stdout)
+    leaks.scan(f"CLI {args[0]} stderr", proc.stderr)
+    assert proc.returncode in codes, f"{args}: {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+def _wait_final(home: Path, run_id: str) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while True:
+        store = Store(home / "state.db")
+        try:
+            row = store.run(run_id)
+        finally:
+            store.close()
+        if row is not None and row.status in FINAL:
+            return
+        assert time.monotonic() < deadline, f"{run_id} not final"
+        time.sleep(0.3)
+
+
+def _scan_files(leaks: Leaks, home: Path, config: Path) -> int:
+    count = 0
+    for root in (home, config):
+        for path in sorted(root.rglob("*")):
+            if not path.is_file():
+                continue
+            if path.parent == home / "secrets":  # the secret store: owner-only files, by design
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+                continue
+            if path == config / "swanlab.json":  # the user's saved SwanLab setting: 0600, by design
+                assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+                continue
+            leaks.scan(str(path.relative_to(root.parent)), path.read_bytes())
+            count += 1
+    names = {p.name for p in home.iterdir()}
+    assert "state.db" in names and "state.db-wal" in names, names  # the WAL was scanned too (not checkpointed)
+    return count
