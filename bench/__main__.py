@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     image = common.test_image()
     common.log(f"test image {image}")
 
+    def attempt(key: str, fn: Any) -> None:
+        """One benchmark; a failure is reported in RESULTS.md instead of losing the others."""
+        try:
+            results[key] = fn()
+        except Exception as exc:
+            common.log(f"benchmark {key} failed: {exc!r}")
+            results.setdefault("errors", {})[key] = f"{type(exc).__name__}: {exc}"[:2000]
+
     if 1 in only or 4 in only:
         from bench import b1_progress, b4_idle
 
@@ -52,30 +60,31 @@ def main(argv: list[str] | None = None) -> int:
             return b4_idle.measure(state, container, run_id, cfg["idle_s"]) if 4 in only else None
 
         sizes = cfg["sizes"] if 1 in only else dict(list(cfg["sizes"].items())[:1])
-        results["progress"] = b1_progress.run(image, sizes, reps_fast=cfg["reps_fast"], reps_slow=cfg["reps_slow"],
-                                              after=idle)  # fmt: skip
-        results["idle"] = results["progress"].after
-        if 1 not in only:
-            results.pop("progress")
+        attempt("progress", lambda: b1_progress.run(image, sizes, reps_fast=cfg["reps_fast"],
+                                                    reps_slow=cfg["reps_slow"], after=idle))  # fmt: skip
+        if "progress" in results:
+            results["idle"] = results["progress"].after
+            if 1 not in only:
+                results.pop("progress")
     if 2 in only:
         from bench import b2_oom
 
-        results["oom"] = b2_oom.measure(image, cfg["oom_samples"], naive=cfg["naive"], profile=True)
+        attempt("oom", lambda: b2_oom.measure(image, cfg["oom_samples"], naive=cfg["naive"], profile=True))
         if cfg["before"]:
             with common.revision_tree(args.before) as tree:
-                results["oom_before"] = b2_oom.measure(image, min(cfg["oom_samples"], 6), pythonpath=tree)
+                attempt("oom_before", lambda: b2_oom.measure(image, min(cfg["oom_samples"], 6), pythonpath=tree))
     if 3 in only:
         from bench import b3_coldstart
 
         if cfg["before"]:
             with common.revision_tree(args.before) as tree:
-                results["cold"] = b3_coldstart.run(cfg["cold_reps"], before_pythonpath=tree)
+                attempt("cold", lambda: b3_coldstart.run(cfg["cold_reps"], before_pythonpath=tree))
         else:
-            results["cold"] = b3_coldstart.run(cfg["cold_reps"])
+            attempt("cold", lambda: b3_coldstart.run(cfg["cold_reps"]))
     if 5 in only:
         from bench import b5_prelaunch
 
-        results["prelaunch"] = b5_prelaunch.run(image, cfg["prelaunch_reps"])
+        attempt("prelaunch", lambda: b5_prelaunch.run(image, cfg["prelaunch_reps"]))
     results["elapsed_s"] = time.time() - started
     text = report.render(results)
     Path(args.out).write_text(text, encoding="utf-8")
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report.raw(results), indent=2, default=str), encoding="utf-8")
     print(text)
-    return 0
+    return 1 if results.get("errors") else 0
 
 
 if __name__ == "__main__":

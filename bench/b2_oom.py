@@ -72,37 +72,28 @@ class OomBench:
 
 
 def _reactions_of(container: Container, state: State, run_id: str) -> list[Reaction]:
-    ctx = state.ctx()
-    try:
-        spec_dir = ctx.store.run(run_id).spec["run_dir"]  # type: ignore[union-attr]
-        attempts = ctx.store.attempts(run_id)
-    finally:
-        ctx.close()
+    spec, attempts = common.read_run(state, run_id)
+    spec_dir = spec["run_dir"]
     paths: list[str] = []
-    for a in attempts:
-        base = f"{spec_dir}/attempt-{a.n}"
+    for n, _ in attempts:
+        base = f"{spec_dir}/attempt-{n}"
         paths += [f"{base}/train.log", f"{base}/rc", f"{base}/started"]
     times = common.mtime_ns(container, paths)
     found: list[Reaction] = []
-    for a in attempts[:-1]:
-        base, nxt = f"{spec_dir}/attempt-{a.n}", f"{spec_dir}/attempt-{a.n + 1}"
+    for n, error in attempts[:-1]:
+        base, nxt = f"{spec_dir}/attempt-{n}", f"{spec_dir}/attempt-{n + 1}"
         oom, started = times.get(f"{base}/train.log"), times.get(f"{nxt}/started")
-        if a.error and a.error.get("category") == "gpu_oom" and oom and started:
-            found.append(Reaction(run_id, a.n, oom, times.get(f"{base}/rc"), started))
+        if error and error.get("category") == "gpu_oom" and oom and started:
+            found.append(Reaction(run_id, n, oom, times.get(f"{base}/rc"), started))
     return found
 
 
 def _wait_final(state: State, run_id: str, timeout: float = 180) -> str:
-    ctx = state.ctx()
-    try:
+    def final() -> str | None:
+        status = common.run_status(state, run_id)
+        return status if status in FINAL else None
 
-        def final() -> str | None:
-            row = ctx.store.run(run_id)
-            return row.status if row and row.status in FINAL else None
-
-        return common.wait_for(final, timeout, f"run {run_id} to end", interval=0.25)
-    finally:
-        ctx.close()
+    return common.wait_for(final, timeout, f"run {run_id} to end", interval=0.25)
 
 
 def measure(

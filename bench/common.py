@@ -241,6 +241,33 @@ def isolated_state(**extra: str) -> Iterator[State]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _store_rows(state: State, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Read the run store with plain SQLite, read-only and without migrating it: a 'before' run's CLI and
+    supervisors (an older revision, older schema) own that store."""
+    import sqlite3
+
+    path = Path(state.env["VERL_ASYNC_DAPO_HOME"]) / "state.db"
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+
+
+def run_status(state: State, run_id: str) -> str | None:
+    rows = _store_rows(state, "SELECT status FROM runs WHERE id=?", (run_id,))
+    return rows[0][0] if rows else None
+
+
+def read_run(state: State, run_id: str) -> tuple[dict[str, Any], list[tuple[int, dict[str, Any] | None]]]:
+    """(spec, [(attempt n, error)]) of a run, straight from the store."""
+    spec = _store_rows(state, "SELECT spec FROM runs WHERE id=?", (run_id,))
+    attempts = _store_rows(state, "SELECT n, error FROM attempts WHERE run_id=? ORDER BY n", (run_id,))
+    return json.loads(spec[0][0]), [(n, json.loads(e) if e else None) for n, e in attempts]
+
+
 def start_run(state: State, container: Container) -> str:
     """``verl-async-dapo start --container C`` (the manual run that works, preflight skipped: VERL_VERSION is set);
     returns the run id."""

@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from verl_async_dapo.redact import redact
-from verl_async_dapo.secret_store import SecretStore
-from verl_async_dapo.settings import config_dir, data_dir
-from verl_async_dapo.store import Store
+from verl_async_dapo.paths import config_dir, data_dir
+
+if TYPE_CHECKING:  # imported on first use: the MCP server's start needs none of them (bench/RESULTS.md)
+    from verl_async_dapo.secret_store import SecretStore
+    from verl_async_dapo.store import Store
 
 
 @dataclass
@@ -31,10 +33,14 @@ class AppContext:
 
     @cached_property
     def store(self) -> Store:
+        from verl_async_dapo.store import Store
+
         return Store(self.home / "state.db")
 
     @cached_property
     def secrets(self) -> SecretStore:
+        from verl_async_dapo.secret_store import SecretStore
+
         return SecretStore(self.home / "secrets")
 
     @property
@@ -61,6 +67,8 @@ class AppContext:
         return values
 
     def scrub(self, text: str) -> str:
+        from verl_async_dapo.redact import redact
+
         return redact(text, self.known_secrets())
 
     def close(self) -> None:

@@ -29,13 +29,13 @@ from mcp.server.mcpserver import (
     MCPServer,
     Resolve,
 )
+from mcp.server.mcpserver import server as _sdk_server
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
 
 from verl_async_dapo import server_models as wire
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.errors import user_facing_error
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 logger = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -91,9 +91,23 @@ async def app_lifespan(_server: MCPServer[AppContext]) -> AsyncIterator[AppConte
         app.close()
 
 
-mcp: MCPServer[AppContext] = MCPServer(
-    "verl-async-dapo", title="verl async DAPO training", instructions=wire.INSTRUCTIONS, lifespan=app_lifespan
-)
+def _plain_logging(level: str = "INFO") -> None:
+    """Plain lines on stderr (a stdio server's stderr is the host's log file)."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+# The SDK's MCPServer() configures logging through rich whenever rich is importable (it is here, as a dependency
+# of a dependency): ~20 ms of start-up, and lines wrapped at a terminal width the log file does not have. Plain
+# logging instead, for the construction only (cold start: bench/RESULTS.md).
+_sdk_configure_logging = getattr(_sdk_server, "configure_logging", None)
+_sdk_server.configure_logging = _plain_logging  # type: ignore[attr-defined]
+try:
+    mcp: MCPServer[AppContext] = MCPServer(
+        "verl-async-dapo", title="verl async DAPO training", instructions=wire.INSTRUCTIONS, lifespan=app_lifespan
+    )
+finally:
+    if _sdk_configure_logging is not None:
+        _sdk_server.configure_logging = _sdk_configure_logging
 
 
 def _app(ctx: Context[AppContext]) -> AppContext:
@@ -341,7 +355,7 @@ async def _ask_stop(run_id: str | None, ctx: Context[AppContext]) -> Elicit[wire
     app = _app(ctx)
     with _service_errors(app):
         run = runs.resolve_run(app, run_id)
-    if run.status not in ACTIVE_RUN_STATUSES:
+    if run.status not in runs.ACTIVE_RUN_STATUSES:
         return _NotAsked("not_needed")
     if not _can_elicit(ctx):
         return _NotAsked("cannot_ask")

@@ -8,12 +8,14 @@ The texts (server instructions, the start prompt, the container menu) are static
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from verl_async_dapo.features import FEATURE_ORDER
-from verl_async_dapo.targets.base import CreateSpec
+
+if TYPE_CHECKING:
+    from verl_async_dapo.targets.base import CreateSpec
 
 # Docker's own container-name rule (targets.base.CONTAINER_NAME_RE); checked here too so a
 # name with shell metacharacters is refused before any service runs.
@@ -149,6 +151,8 @@ class CreateContainerIn(BaseModel):
     ] = {}
 
     def to_spec(self) -> CreateSpec:
+        from verl_async_dapo.targets.base import CreateSpec
+
         return CreateSpec(name=self.name, image=self.image, gpus=self.gpus, shm_size=self.shm_size,
                           mounts=dict(self.mounts))  # fmt: skip
 

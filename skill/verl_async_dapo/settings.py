@@ -6,20 +6,21 @@ through it, so ``TRAIN_STEPS=-1`` is refused the same way everywhere.
 
 from __future__ import annotations
 
-import os
 from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Annotated, Any
 
-import platformdirs
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from verl_async_dapo.features import FeatureChoice, choice_from_env
-
-APP_NAME = "verl-async-dapo"
-STATE_DIR_ENV = "VERL_ASYNC_DAPO_HOME"
-CONFIG_DIR_ENV = "VERL_ASYNC_DAPO_CONFIG_DIR"
+from verl_async_dapo.paths import (  # noqa: F401  (re-exported: they used to live here)
+    APP_NAME,
+    CONFIG_DIR_ENV,
+    STATE_DIR_ENV,
+    config_dir,
+    data_dir,
+)
 
 
 class Mode(str, Enum):
@@ -30,17 +31,6 @@ class Mode(str, Enum):
 class Framework(str, Enum):
     MEGATRON = "megatron"
     FSDP = "fsdp"  # FSDP2 (actor.strategy=fsdp2); plain FSDP1 is legacy in verl
-
-
-def data_dir() -> Path:
-    """Where the state DB and per-run files live (``VERL_ASYNC_DAPO_HOME`` overrides)."""
-    override = os.environ.get(STATE_DIR_ENV)
-    return Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME))
-
-
-def config_dir() -> Path:
-    override = os.environ.get(CONFIG_DIR_ENV)
-    return Path(override) if override else Path(platformdirs.user_config_dir(APP_NAME))
 
 
 _PosInt = Annotated[int, Field(ge=1)]

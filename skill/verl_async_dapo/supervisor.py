@@ -250,14 +250,19 @@ class Supervisor:
         """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one
         process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
         plans = []
-        for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
-            decision = policy.decide(config, category, relaunches_so_far=n - 1, max_retries=self.settings.max_oom_retries,
-                                     base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
-            if decision.relaunch and decision.next_config is not None:
-                plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
-                key = self._validation_key(plan.entry, plan.overrides)
-                if key not in self._validated and all(key != k for k, _ in plans):
-                    plans.append((key, plan))
+        try:
+            for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
+                decision = policy.decide(config, category, relaunches_so_far=n - 1,
+                                         max_retries=self.settings.max_oom_retries,
+                                         base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
+                if decision.relaunch and decision.next_config is not None:
+                    plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
+                    key = self._validation_key(plan.entry, plan.overrides)
+                    if key not in self._validated and all(key != k for k, _ in plans):
+                        plans.append((key, plan))
+        except Exception as exc:  # e.g. a plan error: the relaunch, if any, will meet and report it
+            log.warning("ahead-of-time validation skipped: %s", exc)
+            return
         plans = [(key, plan) for key, plan in plans if plan.entry == plans[0][1].entry] if plans else []
         if not plans:
             return
@@ -393,6 +398,9 @@ class Supervisor:
         self._last_save = time.monotonic()
         snapshot = parser.snapshot().to_dict()
         snapshot["attempt"] = attempt_n
+        for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
+            if snapshot.get(key):
+                snapshot[key] = self.ctx.scrub(snapshot[key])
         fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
         if snapshot.get("swanlab_url"):
             fields["swanlab_url"] = snapshot["swanlab_url"]

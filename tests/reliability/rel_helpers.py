@@ -281,6 +281,7 @@ class StdioServer:
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack = AsyncExitStack()
         self._marker = ""
+        self.last_error: Exception | None = None
 
     async def __aenter__(self) -> StdioServer:
         self._tg = await self._stack.enter_async_context(anyio.create_task_group())
@@ -300,8 +301,8 @@ class StdioServer:
             async with Client(params, mode=self.mode) as client:
                 task_status.started(client)
                 await done.wait()
-        except Exception:  # the server died under the client (we killed it): the caller sees ServerGone
-            pass
+        except Exception as exc:  # the server died under the client (we killed it): the caller sees ServerGone
+            self.last_error = exc
         finally:
             ended.set()
 
@@ -387,12 +388,18 @@ def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: 
         time.sleep(interval)
 
 
-def end_supervisors(run_ids: Iterator[str] | list[str]) -> int:
-    """SIGKILL any supervisor still alive for these runs (test cleanup); returns how many."""
-    ids = list(run_ids)
+def end_runs(run_ids: Iterator[str] | list[str]) -> int:
+    """Test cleanup: SIGKILL what is still alive of these runs on this machine (their supervisors, and the process
+    groups of their launchers on the host target). Returns how many were killed."""
+    ids = set(run_ids)
     procs = processes()
     n = 0
     for run_id in ids:
         for p in supervisors(run_id, procs):
             n += kill(p.pid)
+    for p in procs:
+        job_dir = launcher_job_dir(p)
+        if job_dir and run_of_job_dir(job_dir) in ids:
+            kill_group(p.pgid)
+            n += 1
     return n

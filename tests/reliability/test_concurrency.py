@@ -11,6 +11,7 @@ supervisors of one run, or two trainings on one container's GPUs without the use
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from rel_helpers import (
     FINAL,
     LauncherWatch,
     StdioServer,
-    end_supervisors,
+    end_runs,
     is_bare_crash,
     kill,
     prepare_host_tree,
@@ -112,7 +113,7 @@ async def test_twenty_concurrent_starts_from_two_servers_make_one_run(tmp_path: 
         with_launch = [a.n for a in store.attempts(run_id)]
         assert with_launch == [1], with_launch
     finally:
-        end_supervisors(run_ids)
+        end_runs(run_ids)
         store.close()
     record("concurrency_start", calls=2 * CALLS_PER_SERVER, servers=2, runs=1, race_seconds=round(race_s, 2),
            heal_calls=len(heals), heals_recorded=len(restarted), max_supervisors=len(after),
@@ -128,7 +129,7 @@ def _prepare_container(container: Container) -> None:
 
 
 async def test_second_session_on_a_busy_container_needs_explicit_consent(
-    container_factory: Callable[..., Container], monkeypatch: Any, tmp_path: Path
+    container_factory: Callable[..., Container], monkeypatch: Any
 ) -> None:
     box = container_factory()
     _prepare_container(box)
@@ -155,12 +156,9 @@ async def test_second_session_on_a_busy_container_needs_explicit_consent(
             assert now is not None and now["session_id"] == first_session and now["state"] == "running"
 
             # The CLI refuses too (its own session), unless told explicitly.
-            env = product_env(tmp_path / "unused", FRAMEWORK="fsdp", TRAIN_STEPS="4", TRAINER_GPUS="1",
-                              ROLLOUT_GPUS="1", ROLLOUT_TP="1", SWANLAB_MODE="disabled")  # fmt: skip
-            import os
-
-            env.update(VERL_ASYNC_DAPO_HOME=os.environ["VERL_ASYNC_DAPO_HOME"],
-                       VERL_ASYNC_DAPO_CONFIG_DIR=os.environ["VERL_ASYNC_DAPO_CONFIG_DIR"])  # fmt: skip
+            env = product_env(Path(os.environ["VERL_ASYNC_DAPO_HOME"]), FRAMEWORK="fsdp", TRAIN_STEPS="4",
+                              TRAINER_GPUS="1", ROLLOUT_GPUS="1", ROLLOUT_TP="1", SWANLAB_MODE="disabled",
+                              VERL_ASYNC_DAPO_CONFIG_DIR=os.environ["VERL_ASYNC_DAPO_CONFIG_DIR"])  # fmt: skip
             cli = subprocess.run([sys.executable, "-m", "verl_async_dapo", "start", "--container", box.name,
                                   "--skip-preflight", "--json"], env=env, capture_output=True, text=True,
                                  timeout=120, check=False)  # fmt: skip
@@ -184,5 +182,5 @@ async def test_second_session_on_a_busy_container_needs_explicit_consent(
                 stopped = await c.call_tool("stop_training", {"run_id": run_id, "confirm": True})
                 assert not stopped.is_error, result_text(stopped)
     finally:
-        end_supervisors(run_ids)
+        end_runs(run_ids)
     record("concurrency_shared_container", sessions=2, refused_without_consent=2, runs_with_consent=2)

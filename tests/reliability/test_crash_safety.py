@@ -34,7 +34,7 @@ from rel_helpers import (
     LauncherWatch,
     ServerGone,
     StdioServer,
-    end_supervisors,
+    end_runs,
     kill,
     launchers,
     prepare_host_tree,
@@ -156,7 +156,9 @@ class Lane:
                 if got.structured_content and got.structured_content["status"] in FINAL:
                     return
             if time.monotonic() > deadline:
-                raise AssertionError(f"run {run_id} not final after {SCENARIO_DEADLINE_S:g} s:\n{explain(self, run_id)}")
+                raise AssertionError(
+                    f"run {run_id} not final after {SCENARIO_DEADLINE_S:g} s:\n{explain(self, run_id)}"
+                )
             await anyio.sleep(POLL_S)
 
     async def _kill_supervisors(self, run_id: str, delays: tuple[float, ...]) -> None:
@@ -224,7 +226,9 @@ def check_lane(lane: Lane, mine: list[Scenario]) -> dict[str, int]:
             failed = [a for a in attempts[:-1] if a.status != "abandoned"]
             if sc.oom:
                 assert "offload" in attempts[-1].config["effective"], explain(lane, run_id)
-                assert [a.error["category"] for a in failed if a.error] == ["gpu_oom"] * len(failed), explain(lane, run_id)
+                assert [a.error["category"] for a in failed if a.error] == ["gpu_oom"] * len(failed), explain(
+                    lane, run_id
+                )
                 assert len(failed) == 1, f"one OOM, one relaunch:\n{explain(lane, run_id)}"
             else:
                 assert failed == [], f"a healthy run had a failed attempt:\n{explain(lane, run_id)}"
@@ -266,14 +270,16 @@ async def test_sigkill_of_server_and_supervisor_loses_nothing(tmp_path: Path, ho
         elapsed = time.monotonic() - began
         assert not watch.violations, "more than one launcher alive at once: " + "\n".join(
             f"{run}: {watch.seen_together[run][:3]}\n{explain(lane, run)}"
-            for run in watch.violations for lane in lanes if run in lane.run_of.values()
+            for run in watch.violations
+            for lane in lanes
+            if run in lane.run_of.values()
         )
         figures = [check_lane(lane, plan[lane.index :: LANES]) for lane in lanes]
         all_runs = [r for lane in lanes for r in lane.run_of.values()]
         assert not any(supervisors(r) for r in all_runs), "a supervisor outlived its run"
         assert not launchers(under=str(host_verl_tree)), "a launcher outlived its run"
     finally:
-        end_supervisors(r for lane in lanes for r in lane.run_of.values())
+        end_runs(r for lane in lanes for r in lane.run_of.values())
     server_kills = sum(lane.server.kills for lane in lanes)
     record(
         "crash_safety", runs=len(plan), seed=SEED, seconds=round(elapsed, 1),

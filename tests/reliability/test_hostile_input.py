@@ -54,17 +54,37 @@ CANARY = Path("/tmp") / f"vad-reliability-canary-{uuid.uuid4().hex[:12]}"
 C = str(CANARY)
 TOOLS = ("list_containers", "select_container", "set_proxy", "choose_features", "configure_swanlab",
          "start_training", "get_progress", "check_errors", "stop_training", "get_session")  # fmt: skip
-EXAMPLES = int(os.environ.get("VAD_FUZZ_EXAMPLES") or (4000 if LARGE else 100))
-MAX_CALLS = 8
+EXAMPLES = int(os.environ.get("VAD_FUZZ_EXAMPLES") or (1800 if LARGE else 100))  # per round
+TARGET_CALLS = int(os.environ.get("VAD_FUZZ_CALLS") or (10_000 if LARGE else 250))
+MIN_CALLS, MAX_CALLS = (6, 12) if LARGE else (3, 8)  # calls per example, after the set-up calls
 
 # Shell-ish payloads: each one would create the canary if any shell ever interpreted it.
 SHELLY = [
-    f"$(touch {C})", f"`touch {C}`", f"; touch {C}", f"| touch {C}", f"&& touch {C}", f"|| touch {C} ||",
-    f"\ntouch {C}\n", f"' ; touch {C} ; '", f'" ; touch {C} ; "', f"${{IFS}}touch${{IFS}}{C}", f"x&touch {C}&",
-    f"$({'touch'} {C})#", f"a'$(touch {C})'b", f"\r\ntouch {C}", f"-o ProxyCommand=touch {C}",
-    f"--output={C}; touch {C}", f"-rf /; touch {C}", f"http://127.0.0.1:1/$(touch {C})",
-    f"http://u:p$(touch {C})@127.0.0.1:3128", f"socks5://127.0.0.1:1080;touch {C}", f"run_$(touch {C})",
-    f"host; touch {C}", f"/tmp/x\x00; touch {C}", f"{{{{touch {C}}}}}", f"%0atouch%20{C}",
+    f"$(touch {C})",
+    f"`touch {C}`",
+    f"; touch {C}",
+    f"| touch {C}",
+    f"&& touch {C}",
+    f"|| touch {C} ||",
+    f"\ntouch {C}\n",
+    f"' ; touch {C} ; '",
+    f'" ; touch {C} ; "',
+    f"${{IFS}}touch${{IFS}}{C}",
+    f"x&touch {C}&",
+    f"$({'touch'} {C})#",
+    f"a'$(touch {C})'b",
+    f"\r\ntouch {C}",
+    f"-o ProxyCommand=touch {C}",
+    f"--output={C}; touch {C}",
+    f"-rf /; touch {C}",
+    f"http://127.0.0.1:1/$(touch {C})",
+    f"http://u:p$(touch {C})@127.0.0.1:3128",
+    f"socks5://127.0.0.1:1080;touch {C}",
+    f"run_$(touch {C})",
+    f"host; touch {C}",
+    f"/tmp/x\x00; touch {C}",
+    f"{{{{touch {C}}}}}",
+    f"%0atouch%20{C}",
 ]
 OTHER = [
     "-", "--", "--help", "-rf", "-x=1", "..", "../../../../etc/passwd", "/../../../tmp", "/etc/passwd",
@@ -99,8 +119,12 @@ def args_of(**fields: Any) -> Any:
 
 create = st.fixed_dictionaries(
     {"name": hostile, "image": hostile},
-    optional={"gpus": maybe_str, "shm_size": maybe_str, "mounts": st.dictionaries(hostile, hostile, max_size=3),
-              "extra": junk},  # fmt: skip
+    optional={
+        "gpus": maybe_str,
+        "shm_size": maybe_str,
+        "mounts": st.dictionaries(hostile, hostile, max_size=3),
+        "extra": junk,
+    },
 )
 ARGS = {
     "list_containers": args_of(),
@@ -108,15 +132,24 @@ ARGS = {
     "set_proxy": args_of(http_proxy=maybe_str, https_proxy=maybe_str, no_proxy=maybe_str),
     "choose_features": args_of(names=st.one_of(st.lists(feature, max_size=6), junk, hostile)),
     "configure_swanlab": args_of(
-        mode=st.one_of(st.sampled_from(["cloud", "local", "disabled"]), maybe_str), host=maybe_str,
-        api_key=maybe_str, log_dir=maybe_str, save=st.booleans(),
-    ),  # fmt: skip
+        mode=st.one_of(st.sampled_from(["cloud", "local", "disabled"]), maybe_str),
+        host=maybe_str,
+        api_key=maybe_str,
+        log_dir=maybe_str,
+        save=st.booleans(),
+    ),
     "start_training": args_of(
         mode=st.one_of(st.sampled_from(["dapo", "one_step_off_policy"]), maybe_str),
-        framework=st.one_of(st.sampled_from(["megatron", "fsdp"]), maybe_str), model_path=maybe_str,
-        train_file=maybe_str, val_file=maybe_str, train_steps=maybe_int, trainer_gpus=maybe_int,
-        rollout_gpus=maybe_int, max_response_length=maybe_int, max_oom_retries=maybe_int,
-    ),  # fmt: skip
+        framework=st.one_of(st.sampled_from(["megatron", "fsdp"]), maybe_str),
+        model_path=maybe_str,
+        train_file=maybe_str,
+        val_file=maybe_str,
+        train_steps=maybe_int,
+        trainer_gpus=maybe_int,
+        rollout_gpus=maybe_int,
+        max_response_length=maybe_int,
+        max_oom_retries=maybe_int,
+    ),
     "get_progress": args_of(run_id=run_id),
     "check_errors": args_of(run_id=run_id),
     "stop_training": args_of(run_id=run_id, confirm=st.one_of(st.booleans(), junk)),
@@ -217,6 +250,9 @@ def test_every_tool_survives_hostile_input(
                 before = fingerprint(db) if db.exists() else None
                 try:
                     result = await client.call_tool(name, args)
+                except UnicodeEncodeError:  # the client cannot put a lone surrogate (in a dict key) into JSON at all
+                    stats["unsendable"] += 1
+                    continue
                 except MCPError as exc:
                     stats["calls"] += 1
                     stats["protocol_errors"] += 1
@@ -244,22 +280,29 @@ def test_every_tool_survives_hostile_input(
                 if "Error executing" in str(exc):
                     problems.append(f"read_resource({uri!r:.200}) → {exc}")
 
-    @seed(SEED)
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), print_blob=True)  # fmt: skip
-    @given(
-        mode=st.sampled_from(["auto", "legacy"]),
-        stage=st.integers(0, len(STAGES) - 1),
-        answer=form,
-        calls=st.lists(call, min_size=3, max_size=MAX_CALLS),
-    )
-    def fuzz(mode: str, stage: int, answer: Any, calls: list[tuple[str, str, Any]]) -> None:
-        anyio.run(example, mode, stage, answer, calls)
-        stats["examples"] += 1
-        assert not problems, "\n".join(problems[:10])
+    def fuzz_round(round_seed: int) -> None:
+        @seed(round_seed)
+        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+                  suppress_health_check=list(HealthCheck), print_blob=True)  # fmt: skip
+        @given(
+            mode=st.sampled_from(["auto", "legacy"]),
+            stage=st.integers(0, len(STAGES) - 1),
+            answer=form,
+            calls=st.lists(call, min_size=MIN_CALLS, max_size=MAX_CALLS),
+        )
+        def fuzz(mode: str, stage: int, answer: Any, calls: list[tuple[str, str, Any]]) -> None:
+            anyio.run(example, mode, stage, answer, calls)
+            stats["examples"] += 1
+            assert not problems, "\n".join(problems[:10])
+
+        fuzz()
 
     try:
-        fuzz()
+        for round_no in range(5):  # more seeded rounds until the call target is met (hypothesis sizes vary)
+            fuzz_round(SEED + round_no)
+            stats["rounds"] += 1
+            if stats["calls"] >= TARGET_CALLS:
+                break
     finally:
         for name in created_names:  # never expected: only a fuzzed image that exists locally could create one
             _remove_managed(name)
@@ -275,8 +318,7 @@ def test_every_tool_survives_hostile_input(
         app.close()
     record("hostile_input", seed=SEED, seconds=round(elapsed, 1), **dict(stats), unexpected_exceptions=0,
            store_changes_by_refused_calls=0, canary_created=False)  # fmt: skip
-    if LARGE:
-        assert stats["calls"] >= 10_000, stats
+    assert stats["calls"] >= TARGET_CALLS, stats
 
 
 def _remove_managed(name: str) -> None:
@@ -290,12 +332,15 @@ def _remove_managed(name: str) -> None:
 
 
 # -- hostile model paths that exist: launched for real ------------------------------------------------------------
-HOSTILE_DIRS_CI = [f"$(touch {C})", f"a,b;touch {C}", "-rf", "${oc.env:HOME}"]
-HOSTILE_DIRS_LARGE = [*HOSTILE_DIRS_CI, f"`touch {C}`", "a b 'q\"", "x\\y", "=eq", "[list]", "{dict}", "~home",
-                      "ünïcødé", "a:b", "%2e"]  # fmt: skip
+HOSTILE_DIRS_CI = {"command-substitution": f"$(touch {C})", "hydra-list-and-semicolon": f"a,b;touch {C}",
+                   "leading-dash": "-rf", "hydra-interpolation": "${oc.env:HOME}"}  # fmt: skip
+HOSTILE_DIRS_LARGE = {**HOSTILE_DIRS_CI, "backticks": f"`touch {C}`", "quotes-and-spaces": "a b 'q\"",
+                      "backslash": "x\\y", "equals": "=eq", "brackets": "[list]", "braces": "{dict}", "tilde": "~home",
+                      "unicode": "ünïcødé", "colon": "a:b", "percent": "%2e"}  # fmt: skip
+HOSTILE_DIRS = HOSTILE_DIRS_LARGE if LARGE else HOSTILE_DIRS_CI
 
 
-@pytest.mark.parametrize("name", HOSTILE_DIRS_LARGE if LARGE else HOSTILE_DIRS_CI)
+@pytest.mark.parametrize("name", list(HOSTILE_DIRS.values()), ids=list(HOSTILE_DIRS))
 async def test_hostile_but_existing_paths_launch_as_data(
     name: str, host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -341,3 +386,24 @@ async def test_hostile_but_existing_paths_launch_as_data(
     (override,) = [o for o in attempt.overrides if o.startswith("actor_rollout_ref.model.path=")]
     assert OverridesParser.create().parse_override(override).value() == str(host_verl_tree / "models" / name)
     assert not CANARY.exists(), f"{name!r} was executed"
+
+
+async def test_the_crash_detector_recognises_an_unexpected_exception() -> None:
+    """Positive control for the fuzz: the SDK's sanitized result for a tool that raises is what ``is_bare_crash``
+    looks for (a throwaway server, not ours), while a ToolError with a message is not."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    probe: MCPServer = MCPServer("probe")
+
+    @probe.tool()
+    def boom() -> str:
+        raise RuntimeError("a bug")
+
+    @probe.tool()
+    def refuse() -> str:
+        raise ToolError("not now: call x first")
+
+    async with Client(probe) as c:
+        assert is_bare_crash("boom", await c.call_tool("boom", {}))
+        assert not is_bare_crash("refuse", await c.call_tool("refuse", {}))

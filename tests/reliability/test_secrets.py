@@ -48,7 +48,7 @@ from mcp.types import ElicitResult
 from rel_helpers import (
     FINAL,
     all_cmdlines,
-    end_supervisors,
+    end_runs,
     prepare_host_tree,
     processes,
     product_env,
@@ -136,6 +136,7 @@ class Shown:
     def __init__(self, client: Client, leaks: Leaks, era: str) -> None:
         self.c, self.leaks, self.era = client, leaks, era
         self.tools: set[str] = set()
+        self.on_final: Callable[[], None] | None = None
 
     async def call(self, tool: str, args: dict[str, Any] | None = None, *, ok: bool = True) -> dict[str, Any]:
         result = await self.c.call_tool(tool, args or {})
@@ -175,6 +176,8 @@ class Shown:
         while (progress := await self.call("get_progress", {"run_id": run_id}))["status"] not in FINAL:
             assert time.monotonic() < deadline, progress
             await anyio.sleep(0.3)
+        if self.on_final is not None:
+            self.on_final()
         await self.call("check_errors", {"run_id": run_id})
         await self.call("stop_training", {"run_id": run_id, "confirm": True})  # already ended: says so
         await self.resources(run_id)
@@ -213,6 +216,11 @@ async def test_no_secret_is_observable_anywhere(
     run_ids: dict[str, str] = {}
     eras_tools: dict[str, set[str]] = {}
 
+    db_files: list[str] = []
+
+    def scan_db() -> None:
+        _scan_db_live(leaks, home, db_files)
+
     def scan_cmdlines() -> None:
         for pid, cmdline in all_cmdlines().items():
             leaks.scan(f"/proc/{pid}/cmdline", cmdline)
@@ -234,6 +242,7 @@ async def test_no_secret_is_observable_anywhere(
             monkeypatch.setenv("SWANLAB_HOST", fakes["env"].host)
             async with Client(mcp, mode="legacy") as c:
                 s = Shown(c, leaks, "legacy")
+                s.on_final = scan_db
                 await s.set_up("host", proxy(P_ONE))
                 configured = await s.call("configure_swanlab")  # reports the env setting, changes nothing
                 assert configured["already_configured"] and configured["configured_from"] == "env"
@@ -248,6 +257,7 @@ async def test_no_secret_is_observable_anywhere(
                              config / "swanlab.json")  # fmt: skip
             async with Client(mcp, mode="auto") as c:
                 s = Shown(c, leaks, "2026")
+                s.on_final = scan_db
                 await s.set_up("host", None)
                 assert (await s.call("get_session"))["swanlab_source"] == "config_file"
                 run_ids["config-file key"] = await s.start()
@@ -259,6 +269,7 @@ async def test_no_secret_is_observable_anywhere(
             monkeypatch.setenv("VERL_HOME", "/verl")  # the stand-in tree inside the test image
             async with Client(mcp, mode="legacy") as c:
                 s = Shown(c, leaks, "legacy")
+                s.on_final = scan_db
                 await s.set_up(box.name, proxy(P_TWO))
                 fakes["arg"].behaviour = "echo"
                 await s.call("configure_swanlab", {"mode": "cloud", "host": fakes["arg"].host, "api_key": K_WRONG},
@@ -277,6 +288,7 @@ async def test_no_secret_is_observable_anywhere(
             form = Form(K_FORM)
             async with Client(mcp, mode="auto", elicitation_callback=form) as c:
                 s = Shown(c, leaks, "2026")
+                s.on_final = scan_db
                 await s.set_up("host", None)
                 done = await s.call("configure_swanlab", {"mode": "cloud", "host": fakes["form"].host})
                 assert form.asked == 1 and done["key_from"] == "user", done
@@ -287,6 +299,7 @@ async def test_no_secret_is_observable_anywhere(
             # Run 5 (legacy era, local SwanLab): the training prints secrets into its log, then dies of an OOM.
             async with Client(mcp, mode="legacy") as c:
                 s = Shown(c, leaks, "legacy")
+                s.on_final = scan_db
                 await s.set_up("host", proxy(P_ONE))
                 await s.call("configure_swanlab", {"mode": "local"})
                 run_id = run_ids["printed secrets"] = await s.start()
@@ -299,6 +312,7 @@ async def test_no_secret_is_observable_anywhere(
         cli_env = product_env(home, host_verl_tree, **STEADY, SWANLAB_API_KEY=K_CLI, SWANLAB_HOST=fakes["env"].host,
                               HTTPS_PROXY=proxy(P_CLI), NO_PROXY="127.0.0.1,localhost",
                               VERL_ASYNC_DAPO_CONFIG_DIR=str(config))  # fmt: skip
+        cli_env.pop("SWANLAB_MODE")  # the key in the environment configures SwanLab cloud
         fakes["env"].good_key = K_CLI
         with sampling("cmdlines", scan_cmdlines, 0.05) as cli_samples:
             started = _cli(cli_env, leaks, "start", "--container", "host", "--json")
@@ -310,12 +324,12 @@ async def test_no_secret_is_observable_anywhere(
         _cli(cli_env, leaks, "runs", "--json")
         _cli(cli_env, leaks, "plan", "--json")
     finally:
-        end_supervisors(run_ids.values())
+        end_runs(run_ids.values())
 
     # Every tool in both eras was seen (and scanned).
     every = {"list_containers", "select_container", "set_proxy", "choose_features", "configure_swanlab",
              "start_training", "get_progress", "check_errors", "stop_training", "get_session"}  # fmt: skip
-    assert eras_tools["legacy"] == every and eras_tools["2026"] >= every - {"stop_training"} | {"stop_training"}
+    assert eras_tools["legacy"] == every and eras_tools["2026"] == every, eras_tools
     # Files we write: everything in the state dir (secret store excepted) and the config dir (the 0600 file excepted).
     files = _scan_files(leaks, home, config)
     # The attempts' Hydra overrides and the training logs (run 5's holds what we wrote into it ourselves).
@@ -334,11 +348,18 @@ async def test_no_secret_is_observable_anywhere(
     assert [r.headers.get("authorization") for r in fakes["env"].requests if "login" in r.path][-1] == K_CLI
     for name, key in (("file", K_FILE), ("arg", K_ARG), ("form", K_FORM)):
         assert key in [r.headers.get("authorization") for r in fakes[name].requests], f"the {name} key never went out"
+    # Positive controls: the scanner does see the canaries where they legitimately are.
+    control = Leaks()
+    for path in (home / "secrets").iterdir():
+        control.scan("secret store", path.read_bytes())
+    control.scan("run 5's log", _attempt_log(home, run_ids["printed secrets"]).read_bytes())
+    assert len({f.split(":", 1)[0] for f in control.found}) == 2 and len(control.found) >= 8, control.found
     held = set(SecretStore(home / "secrets").known_values())
     assert {K_ENV, K_FILE, K_ARG, K_FORM, K_CLI, proxy(P_ONE)} <= {v for v in held} | {
         json.loads(v).get("http_proxy") for v in held if v.startswith("{")
     }
     assert all(s in FINAL for s in statuses.values()), statuses
+    assert "state.db-wal" in db_files, db_files
     assert not leaks.found, "secrets leaked:\n" + "\n".join(leaks.found[:20])
     record("secrets_scan", canaries=10, runs=len(run_ids), places_scanned=leaks.places, bytes_scanned=leaks.bytes,
            files_scanned=files, proc_samples=proc_samples[0] + cli_samples[0], container_samples=box_samples[0],
@@ -357,7 +378,7 @@ async def _print_secrets_then_die(s: Shown, home: Path, run_id: str) -> tuple[st
             store.close()
         if attempts and attempts[-1].job:
             log = Path(attempts[-1].job["log_path"])
-            if log.is_file() and b"Initial validation metrics" in log.read_bytes():
+            if log.is_file() and b"Training Progress:" in log.read_bytes():
                 break
         assert time.monotonic() < deadline, "the stand-in never reached step 1"
         await anyio.sleep(0.3)
@@ -369,6 +390,8 @@ async def _print_secrets_then_die(s: Shown, home: Path, run_id: str) -> tuple[st
             f"(TaskRunner pid=4242) Authorization: Bearer {K_ARG}\n"
             f"(TaskRunner pid=4242) proxy: {proxy(P_ONE)}\n"
             f"(TaskRunner pid=4242) --api-key {K_FILE} WANDB_API_KEY={U_GENERIC}\n"
+            f"(TaskRunner pid=4242) swanlab: 🚀 View run demo at http://user:{P_ONE}@127.0.0.1:5092/@alice/p/runs/x"
+            f"?token={U_GENERIC}\n"
             "(TaskRunner pid=4242) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
             "a total capacity of 79.15 GiB of which 6.75 MiB is free.\n"
         )
@@ -379,6 +402,8 @@ async def _print_secrets_then_die(s: Shown, home: Path, run_id: str) -> tuple[st
         os.kill(pid, signal.SIGKILL)
     progress = await s.until_final(run_id)
     assert progress["status"] == "failed", progress
+    # The SwanLab link the training printed is kept, with its password and token masked.
+    assert progress["swanlab_url"] == "http://user:***@127.0.0.1:5092/@alice/p/runs/x?token=***", progress
     report = await s.call("check_errors", {"run_id": run_id})
     excerpt = report["attempts"][-1]["excerpt"] or ""
     assert report["attempts"][-1]["category"] == "gpu_oom", report
@@ -423,6 +448,14 @@ def _scan_files(leaks: Leaks, home: Path, config: Path) -> int:
                 continue
             leaks.scan(str(path.relative_to(root.parent)), path.read_bytes())
             count += 1
-    names = {p.name for p in home.iterdir()}
-    assert "state.db" in names and "state.db-wal" in names, names  # the WAL was scanned too (not checkpointed)
     return count
+
+
+def _scan_db_live(leaks: Leaks, home: Path, seen: list[str]) -> None:
+    """state.db with its WAL and SHM while a server holds the store open (closing the last connection checkpoints
+    the WAL into the DB and deletes it)."""
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        path = home / name
+        if path.is_file():
+            leaks.scan(f"{name} (live)", path.read_bytes())
+            seen.append(name)
