@@ -19,7 +19,7 @@ from typing import Any
 from bench import common, report
 
 FULL = {"sizes": {"10 MiB": 10 << 20, "100 MiB": 100 << 20, "1 GiB": 1 << 30}, "reps_fast": 30, "reps_slow": 5,
-        "oom_samples": 20, "naive": 2, "cold_reps": 15, "idle_s": 60.0, "prelaunch_reps": 5, "before": True}  # fmt: skip
+        "oom_samples": 20, "naive": 2, "cold_reps": 25, "idle_s": 60.0, "prelaunch_reps": 5, "before": True}  # fmt: skip
 QUICK = {"sizes": {"10 MiB": 10 << 20}, "reps_fast": 10, "reps_slow": 2, "oom_samples": 2, "naive": 0,
          "cold_reps": 2, "idle_s": 10.0, "prelaunch_reps": 1, "before": False}  # fmt: skip
 

@@ -7,6 +7,7 @@ ours/theirs so the machine's load hits both alike; each measurement is a fresh p
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,7 +38,26 @@ class ColdStartBench:
 
     @property
     def ratio(self) -> float:
+        """Median of the per-pair ratios: each pair is one ours and one theirs run back to back (the order
+        alternating), so a load change on the shared machine hits both sides of a pair alike."""
+        pairs = [o / t for o, t in zip(self.ours.values, self.theirs.values, strict=False)]
+        return statistics.median(pairs) if pairs else float("nan")
+
+    @property
+    def before_ratio(self) -> float:
+        """The same paired median for the 'before' code (run right after each pair)."""
+        if self.before is None:
+            return float("nan")
+        pairs = [b / t for b, t in zip(self.before.values, self.theirs.values, strict=False)]
+        return statistics.median(pairs) if pairs else float("nan")
+
+    @property
+    def ratio_of_medians(self) -> float:
         return self.ours.median / self.theirs.median
+
+    @property
+    def ratio_of_minimums(self) -> float:
+        return self.ours.minimum / self.theirs.minimum
 
 
 def ensure_reference() -> Path:
@@ -79,11 +99,14 @@ def run(reps: int = 15, before_pythonpath: str | None = None) -> ColdStartBench:
         theirs = StdioServerParameters(command=str(REF_SERVER), args=["--repository", str(common.REPO)], env={})
         anyio.run(_once, ours)  # warm the page cache for both (a cold disk is not what is compared)
         anyio.run(_once, theirs)
-        for _ in range(reps):
-            elapsed, bench.ours_tools = anyio.run(_once, ours)
-            bench.ours.values.append(elapsed)
-            elapsed, bench.theirs_tools = anyio.run(_once, theirs)
-            bench.theirs.values.append(elapsed)
+        for rep in range(reps):
+            for which in ("ours", "theirs") if rep % 2 == 0 else ("theirs", "ours"):
+                if which == "ours":
+                    elapsed, bench.ours_tools = anyio.run(_once, ours)
+                    bench.ours.values.append(elapsed)
+                else:
+                    elapsed, bench.theirs_tools = anyio.run(_once, theirs)
+                    bench.theirs.values.append(elapsed)
             if before is not None and bench.before is not None:
                 bench.before.values.append(anyio.run(_once, before)[0])
     return bench

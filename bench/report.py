@@ -94,8 +94,9 @@ def _summary_rows(results: dict[str, Any]) -> list[str]:
                          _ok(median < 1.0)))  # fmt: skip
     if "cold" in results:
         cold = results["cold"]
-        rows.append(_row(3, "MCP cold start, ours / mcp-server-git", "≤ 1.0×", fmt_ratio(cold.ratio),
-                         _ok(cold.ratio <= 1.0)))  # fmt: skip
+        rows.append(_row(3, "MCP cold start, ours / mcp-server-git (median of paired ratios)", "≤ 1.0×",
+                         f"{fmt_ratio(cold.ratio)} (medians {fmt_ratio(cold.ratio_of_medians)}, minimums "
+                         f"{fmt_ratio(cold.ratio_of_minimums)})", _ok(cold.ratio <= 1.0)))  # fmt: skip
     if results.get("idle") is not None:
         idle = results["idle"]
         pct = idle.percent_core(idle.supervisor_cpu_s)
@@ -156,10 +157,11 @@ def _progress(bench: Any) -> list[str]:
     out += [
         "",
         f"The CLI rows are a whole `verl-async-dapo status --json` process: Python start-up and imports "
-        f"({fmt_s(cli)} at the smallest size, flat with the log's size) dominate them, so the CLI beats the grep "
-        "only once the log is large; the in-process call is what the MCP server's `get_progress` costs. The stale "
-        "path is one `docker exec tail -c 1048576` plus parsing that MiB: flat too, slower than the grep on a "
-        "small log and faster on a big one.",
+        f"({fmt_s(cli)} at the smallest size) dominate them, so the CLI beats the grep only once the log is "
+        "large; the in-process call is what the MCP server's `get_progress` costs. The fresh path reads no log and "
+        "the stale path reads one MiB of it (one `docker exec tail -c 1048576`, then parsing that MiB) whatever its "
+        "size, so differences between sizes in those rows are the shared machine's load; the stale path is slower "
+        "than the grep on a small log and faster on a big one.",
         "",
     ]
     return out
@@ -221,15 +223,19 @@ def _cold(bench: Any, results_before: str) -> list[str]:
         f"spawn → initialize → tools/list with the mcp SDK's stdio client (`Client(StdioServerParameters(...), "
         f'mode="legacy")`, the initialize handshake), a fresh process each time, alternating. Theirs: '
         f"`mcp-server-git` {bench.reference_version} from PyPI in bench/.venv-ref (same mcp SDK version), "
-        f"serving this repository. Tools listed: ours {bench.ours_tools}, theirs {bench.theirs_tools}.",
+        f"serving this repository. Tools listed: ours {bench.ours_tools}, theirs {bench.theirs_tools}. "
+        f"Each repetition is a pair, ours and theirs back to back with the order alternating; the target is "
+        f"judged on the median of the per-pair ratios ({fmt_ratio(bench.ratio)}), which a load change on this "
+        f"shared machine skews least; the ratio of medians is {fmt_ratio(bench.ratio_of_medians)} and of minimums "
+        f"{fmt_ratio(bench.ratio_of_minimums)}.",
         "",
-        _row("server", "median", "p90", "min", "n", "÷ theirs"),
+        _row("server", "median", "p90", "min", "n", "÷ theirs (median of paired ratios)"),
         _row(*["---"] * 6),
         _row("ours (after)", *_sample_cells(bench.ours), fmt_ratio(bench.ratio)),
     ]
     if bench.before is not None:
         out.append(_row(f"ours before (`{results_before}`)", *_sample_cells(bench.before),
-                        fmt_ratio(bench.before.median / bench.theirs.median)))  # fmt: skip
+                        fmt_ratio(bench.before_ratio)))  # fmt: skip
     out += [_row("mcp-server-git", *_sample_cells(bench.theirs), "1 (baseline)"), ""]
     return out
 
@@ -326,7 +332,8 @@ CHANGES = [
     "(importlib's LazyLoader); `targets/registry.py` imports the Docker SDK only when a container is touched "
     "(which also takes ~0.1 s off every `verl-async-dapo status`); the two state/config directory functions moved "
     "from `settings.py` to a new `paths.py` (re-exported by `settings`), so `AppContext` no longer pulls in "
-    "pydantic-settings; and the SDK's `MCPServer()` is built with plain stderr logging instead of rich (rich is "
+    "pydantic-settings, and `app.py` / `server_models.py` import the store, the secret store, the redactor and "
+    "`targets.base` where they are used; and the SDK's `MCPServer()` is built with plain stderr logging instead of rich (rich is "
     "importable here only as a dependency of a dependency; it cost ~20 ms and wrapped log lines at a terminal "
     "width). What is left at start is the mcp SDK itself (~0.75 s of CPU, the same for both servers), our tool "
     "and wire models, and the store/app modules the lifespan needs.",
@@ -337,7 +344,11 @@ CHANGES = [
     "",
     "Left as is: the stand-in's own exit after its traceback (inside the measured window, not ours); `ray stop "
     "--force` in a real verl container (not installed in the test image, so not measured here; it runs only when "
-    "ray exists and is needed before the next attempt can start).",
+    "ray exists and is needed before the next attempt can start). Cold start is at parity, not below it: the "
+    "import CPU of both servers is now the same (~0.8 s, ~0.75 s of it the mcp SDK both load), and what is left "
+    "that only ours does is the SDK building the JSON schemas of our ten tools' structured outputs when they are "
+    "registered (~25 ms) — the reference's tools return plain text. Going lower would mean dropping structured "
+    "output or the SDK's eager schema building, neither a minimal change.",
 ]
 
 
