@@ -34,7 +34,7 @@ from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_c
 from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import PlanError, override_diff
+from verl_async_dapo.verl import PlanError, checkpoint_dir_for, override_diff
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -417,9 +417,9 @@ class Supervisor:
                 log.warning("cleanup of attempt %d: %s", attempt.n, exc)
 
     async def _checkpointed_step(self) -> int | None:
-        plan, _ = plan_for(self.ctx, self.spec, self.spec.first_attempt_config(), with_secrets=False)
+        ckpt_dir = checkpoint_dir_for(self.settings, self.run_id)  # the same dir every attempt's plan uses
         try:
-            data = await self.target.read_tail(f"{plan.checkpoint_dir}/latest_checkpointed_iteration.txt", 64)
+            data = await self.target.read_tail(f"{ckpt_dir}/latest_checkpointed_iteration.txt", 64)
         except TargetError:
             return None
         text = data.decode(errors="replace").strip()
