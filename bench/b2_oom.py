@@ -177,7 +177,7 @@ class Span:
 
 def _instrument(spans: list[Span]) -> Callable[[], None]:
     """Wrap the supervisor's collaborators so every call records a wall-clock span; returns an undo function."""
-    from verl_async_dapo import supervisor
+    from verl_async_dapo import prelaunch, supervisor
     from verl_async_dapo.targets import docker as docker_target
 
     depth = {"n": 0}
@@ -217,8 +217,8 @@ def _instrument(spans: list[Span]) -> Callable[[], None]:
     for method in ("job_status", "read_tail", "stop_job", "start_detached", "paths_exist", "run", "_exec"):
         wrap_async(cls, method, f"target.{method}")
     for fn in ("validate_overrides",):
-        if hasattr(supervisor, fn):
-            wrap_async(supervisor, fn, fn)
+        if hasattr(prelaunch, fn):  # the supervisor's relaunch check (ValidationCache.result) calls it
+            wrap_async(prelaunch, fn, fn)
     for fn in ("classify", "plan_for"):
         wrap_sync(supervisor, fn, fn)
     for method in ("_make_sure_dead", "_checkpointed_step"):
@@ -233,7 +233,7 @@ def _instrument(spans: list[Span]) -> Callable[[], None]:
 
 def profile_supervisor(state: State, container: Container) -> list[dict[str, Any]]:
     """One OOM run with the supervisor in this process and its calls timed; a breakdown per relaunch."""
-    from verl_async_dapo import quickstart, runs, supervisor
+    from verl_async_dapo import quickstart, run_lock, runs, supervisor
 
     spans: list[Span] = []
     restore = _instrument(spans)
@@ -246,7 +246,7 @@ def profile_supervisor(state: State, container: Container) -> list[dict[str, Any
             no_proxy=None, swanlab_mode=None, skip_preflight=True, allow_shared_gpus=False, wait=False,
         )  # fmt: skip
         result = anyio.run(quickstart.start_from_cli, ctx, args)
-        lock = supervisor.try_lock(supervisor.lock_path(ctx, result.run_id))
+        lock = run_lock.try_lock(run_lock.lock_path(ctx, result.run_id))
         try:
             anyio.run(supervisor.Supervisor(ctx, result.run_id).run)
         finally:

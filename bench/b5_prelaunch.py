@@ -1,6 +1,6 @@
 """Benchmark 5: refusing a stale override before launch, inside a container with the verl 0.9.1 tree.
 
-Ours: ``preflight.validate_overrides`` (a Hydra compose of the run's real overrides plus one stale key, in the
+Ours: ``prelaunch.validate_overrides`` (a Hydra compose of the run's real overrides plus one stale key, in the
 container) in this process. Theirs: launching the entry the way a run does — ``python3 -m recipe.dapo.main_dapo``
 with the same overrides — which fails the same way, timed until it exits. The stale key is the one of
 tests/logs/corpus/config_error__hydra_not_in_struct__stale_key.log.
@@ -38,7 +38,7 @@ def _plan(state: common.State) -> dict:
 
 
 def run(image: str, reps: int = 5) -> PrelaunchBench:
-    from verl_async_dapo.preflight import validate_overrides
+    from verl_async_dapo.prelaunch import validate_overrides
     from verl_async_dapo.targets.docker import DockerTarget
 
     bench = PrelaunchBench()

@@ -282,7 +282,7 @@ def _prelaunch(bench: Any) -> list[str]:
         "",
         "A run's real overrides (`verl-async-dapo plan`, FSDP, verl 0.9.1) plus the stale key "
         "`actor_rollout_ref.actor.ppo_micro_batch_size_per_gpus=4`, against the 0.9.1 tree in a container. Ours: "
-        "`preflight.validate_overrides` (Hydra compose in the container). Theirs: the launch itself "
+        "`prelaunch.validate_overrides` (Hydra compose in the container). Theirs: the launch itself "
         "(`docker exec -w /verl C python3 -m recipe.dapo.main_dapo …`), timed until it exits with Hydra's error.",
         "",
         _row("what", "median", "p90", "min", "n", "÷ ours"),
@@ -316,9 +316,10 @@ CHANGES = [
     "tree.",
     "",
     "1. **OOM reaction (benchmark 2).** The supervisor's relaunch waited ~1 s (0.6–1.4 s measured) for a Hydra "
-    "dry-run of the new overrides inside the container, plus ~10 sequential `docker exec`s. Now (`supervisor.py`): "
-    "after each launch, the plans an OOM would relaunch with (next rung of the GPU and the rollout ladder) are "
-    "validated in the background while the attempt runs, in one process (`preflight.validate_override_sets`, "
+    "dry-run of the new overrides inside the container, plus ~10 sequential `docker exec`s. Now "
+    "(`supervisor.py`, `prelaunch.py`): after each launch, the plans an OOM would relaunch with (next rung of the "
+    "GPU and the rollout ladder) are validated in the background while the attempt runs, in one process "
+    "(`prelaunch.validate_override_sets`, "
     "Hydra imported once), and the relaunch uses that result (waiting for it if still running; a transient "
     "failure is re-checked at relaunch; a real rejection still refuses the launch, so nothing unvalidated is "
     "ever launched). The old job's cleanup and the checkpoint lookup run concurrently, and so do the "

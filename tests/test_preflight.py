@@ -16,7 +16,8 @@ import pytest
 from docker.models.containers import Container
 
 from verl_async_dapo import preflight
-from verl_async_dapo.preflight import CheckStatus, PreflightReport, run_preflight, validate_overrides
+from verl_async_dapo.preflight import CheckStatus, PreflightReport, run_preflight
+from verl_async_dapo.prelaunch import validate_overrides
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.base import InvalidTargetInput, Target
 from verl_async_dapo.targets.docker import DockerTarget

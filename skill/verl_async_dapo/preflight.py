@@ -1,4 +1,4 @@
-"""Checks against a target before a launch, and a seconds-long Hydra dry-run of the overrides.
+"""Checks against a target before a launch (the Hydra dry-run of the overrides is ``prelaunch``).
 
 Probing beats version arithmetic: we look at what is really inside the target (files, python,
 hydra, GPUs, disk) and never import verl there (that needs torch/CUDA and takes a minute).
@@ -7,22 +7,14 @@ Each check yields one line with a fix, so the agent can relay it without interpr
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
 from verl_async_dapo.settings import Mode, TrainingSettings
-from verl_async_dapo.targets.base import (
-    COMMAND_NOT_FOUND,
-    InvalidTargetInput,
-    Target,
-    TargetError,
-    check_target_path,
-)
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray_resources import assess
 from verl_async_dapo.verl.profiles import profile_for_version
@@ -34,68 +26,9 @@ DISK_ERROR_BYTES = 5 * GIB
 GPU_BUSY_FRACTION = 0.10  # memory already used on a GPU before we start: someone else is there
 # Ray CPUs verl's driver-side runner actor requests (verl.md §4): OneStepTaskRunner num_cpus=10.
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
-VALIDATE_TIMEOUT = 60.0
 
 _VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('verl'))"
 _HYDRA_SCRIPT = "import hydra; print(hydra.__version__)"
-
-# Compose the config exactly like @hydra.main would, without running anything. argv: config dir,
-# config name, overrides. CWD must be the verl root: DAPO / one-step-off configs carry
-# `hydra.searchpath: [file://verl/trainer/config]`, resolved relative to the CWD. Prints nothing
-# on success; on failure Hydra's message chain (as hydra.main shows it) and exit 1.
-COMPOSE_SCRIPT = r"""
-import sys
-try:
-    from hydra import compose, initialize_config_dir
-except Exception as exc:
-    print(f"hydra is not importable: {exc}")
-    sys.exit(2)
-config_dir, config_name, *overrides = sys.argv[1:]
-try:
-    with initialize_config_dir(config_dir=config_dir, version_base=None):
-        compose(config_name=config_name, overrides=overrides)
-except Exception as exc:
-    messages = []
-    while exc is not None:
-        messages.append(str(exc).strip())
-        exc = exc.__cause__
-    print("\n".join(m for m in messages if m))
-    sys.exit(1)
-"""
-
-# The same composition for several override sets in one process (Hydra is imported once): argv config dir,
-# config name, then the sets separated by "--" (an override never starts with "-"). Prints one JSON list: null
-# for a set that composes, else its message chain.
-COMPOSE_MANY_SCRIPT = r"""
-import json, sys
-try:
-    from hydra import compose, initialize_config_dir
-except Exception as exc:
-    print(f"hydra is not importable: {exc}")
-    sys.exit(2)
-config_dir, config_name, *rest = sys.argv[1:]
-sets = [[]]
-for arg in rest:
-    if arg == "--":
-        sets.append([])
-    else:
-        sets[-1].append(arg)
-results = []
-with initialize_config_dir(config_dir=config_dir, version_base=None):
-    for overrides in sets:
-        try:
-            compose(config_name=config_name, overrides=overrides)
-            results.append(None)
-        except Exception as exc:
-            messages = []
-            while exc is not None:
-                messages.append(str(exc).strip())
-                exc = exc.__cause__
-            results.append("\n".join(m for m in messages if m))
-print(json.dumps(results))
-"""
-
-_CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 class CheckStatus(str, Enum):
@@ -150,12 +83,6 @@ class PreflightReport:
             "verl_version": self.verl_version,
             "checks": [{**asdict(c), "status": c.status.value} for c in self.checks],
         }
-
-
-@dataclass(frozen=True)
-class ValidationResult:
-    ok: bool
-    error: str | None = None
 
 
 def _release(text: str | None) -> tuple[int, int, int] | None:
@@ -406,88 +333,3 @@ async def run_preflight(target: Target, settings: TrainingSettings) -> Preflight
     await pf.guarded("disk", pf.disk)
     report.verl_version = pf.verl_version
     return report
-
-
-def check_overrides(overrides: Sequence[str]) -> list[str]:
-    """Overrides are argv elements: refuse anything that could read as an option or split a line."""
-    checked: list[str] = []
-    for item in overrides:
-        if not isinstance(item, str) or not item:
-            raise InvalidTargetInput("overrides must be non-empty strings")
-        if item.startswith("-"):
-            raise InvalidTargetInput(f"override may not start with '-': {item[:80]!r}")
-        if any(ch in item for ch in "\x00\n\r"):
-            raise InvalidTargetInput(f"override may not contain NUL or newlines: {item[:80]!r}")
-        checked.append(item)
-    return checked
-
-
-async def validate_overrides(
-    target: Target,
-    verl_home: str,
-    config_path: str,
-    config_name: str,
-    overrides: Sequence[str],
-) -> ValidationResult:
-    """Compose ``config_name`` + ``overrides`` with the Hydra and verl configs inside the target.
-
-    ``config_path`` is absolute or relative to ``verl_home`` (e.g. ``recipe/dapo/config``).
-    Returns verl's own message ("Could not override '…'", "Key '…' is not in struct", "Could
-    not append to config…") when composition fails. Invalid input raises InvalidTargetInput.
-    """
-    config_dir, name = _compose_target(verl_home, config_path, config_name)
-    argv = ["python3", "-c", COMPOSE_SCRIPT, config_dir, name, *check_overrides(overrides)]
-    try:
-        res = await target.run(argv, cwd=verl_home, timeout=VALIDATE_TIMEOUT)
-    except TargetError as exc:
-        return ValidationResult(ok=False, error=f"could not validate the overrides: {exc}")
-    if res.exit_code == 0:
-        return ValidationResult(ok=True)
-    if res.exit_code == COMMAND_NOT_FOUND:
-        return ValidationResult(ok=False, error=f"python3 not found in {target.name}")
-    return ValidationResult(ok=False, error=res.stdout.strip() or res.stderr.strip()[-2000:] or f"exit {res.exit_code}")
-
-
-def _compose_target(verl_home: str, config_path: str, config_name: str) -> tuple[str, str]:
-    check_target_path(verl_home, "verl_home")
-    config_dir = config_path if config_path.startswith("/") else posixpath.join(verl_home, config_path)
-    check_target_path(config_dir, "config_path")
-    name = config_name.removesuffix(".yaml")
-    if not _CONFIG_NAME_RE.fullmatch(name):
-        raise InvalidTargetInput(f"{config_name[:80]!r} is not a valid config name")
-    return config_dir, name
-
-
-async def validate_override_sets(
-    target: Target,
-    verl_home: str,
-    config_path: str,
-    config_name: str,
-    override_sets: Sequence[Sequence[str]],
-) -> list[ValidationResult]:
-    """``validate_overrides`` for several sets at once: one process, Hydra imported once (each further set
-    costs a compose, ~0.1 s, instead of a ~1 s interpreter + Hydra start-up). One result per set, in order."""
-    if not override_sets:
-        return []
-    config_dir, name = _compose_target(verl_home, config_path, config_name)
-    argv = ["python3", "-c", COMPOSE_MANY_SCRIPT, config_dir, name]
-    for i, overrides in enumerate(override_sets):
-        argv += ([] if i == 0 else ["--"]) + check_overrides(overrides)
-    try:
-        res = await target.run(argv, cwd=verl_home, timeout=VALIDATE_TIMEOUT)
-    except TargetError as exc:
-        return [ValidationResult(ok=False, error=f"could not validate the overrides: {exc}")] * len(override_sets)
-    error: str | None
-    if res.exit_code == 0:
-        try:
-            found = json.loads(res.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            found = None
-        if isinstance(found, list) and len(found) == len(override_sets):
-            return [ValidationResult(ok=e is None, error=None if e is None else str(e)) for e in found]
-        error = f"unexpected validator output: {res.stdout.strip()[-500:]}"
-    elif res.exit_code == COMMAND_NOT_FOUND:
-        error = f"python3 not found in {target.name}"
-    else:
-        error = res.stdout.strip() or res.stderr.strip()[-2000:] or f"exit {res.exit_code}"
-    return [ValidationResult(ok=False, error=error)] * len(override_sets)

@@ -23,11 +23,11 @@ from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
+from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, UserInputError, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_id
-from verl_async_dapo.supervisor import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError

@@ -7,18 +7,16 @@ the last checkpoint; anything else → failed with suggestions. It is silent whi
 only errors, recoveries and the final state become events.
 
 Exactly one supervisor per run: it holds an exclusive ``flock`` on the run's lock file for its
-whole life. A server or CLI that finds the lock free while the run is active starts a new one,
-which reattaches to the running attempt instead of launching a second copy.
+whole life (``run_lock``). A server or CLI that finds the lock free while the run is active starts
+a new one, which reattaches to the running attempt instead of launching a second copy.
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import time
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
 
@@ -29,12 +27,13 @@ from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
-from verl_async_dapo.preflight import ValidationResult, validate_override_sets, validate_overrides
+from verl_async_dapo.prelaunch import ValidationCache
+from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
 from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import PlanError, checkpoint_dir_for, override_diff
+from verl_async_dapo.verl import LaunchPlan, PlanError, checkpoint_dir_for, override_diff
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -43,42 +42,6 @@ PROGRESS_WRITE_SECONDS = 2.0
 STOP_POLL_SECONDS = 1.0
 CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
-# The descriptor of the run's lock file, already locked, that spawn_supervisor passes to the child.
-LOCK_FD_ENV = "VERL_ASYNC_DAPO_SUPERVISOR_LOCK_FD"
-
-
-def lock_path(ctx: AppContext, run_id: str) -> Path:
-    return ctx.run_dir(run_id) / "supervisor.lock"
-
-
-def try_lock(path: Path) -> IO[bytes] | None:
-    """Take the run's exclusive lock, or None when another live supervisor holds it."""
-    handle = path.open("ab")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        return None
-    return handle
-
-
-def inherited_lock(path: Path, fd: str) -> IO[bytes] | None:
-    """The run's lock as spawn_supervisor handed it over (already held), or None without a valid hand-over."""
-    if not fd.isdigit():
-        return None
-    try:
-        same = os.path.samestat(os.fstat(int(fd)), path.stat())
-    except OSError:
-        return None
-    return os.fdopen(int(fd), "ab") if same else None
-
-
-def supervisor_alive(ctx: AppContext, run_id: str) -> bool:
-    handle = try_lock(lock_path(ctx, run_id))
-    if handle is None:
-        return True
-    handle.close()  # closing releases the probe's lock at once
-    return False
 
 
 class Supervisor:
@@ -94,9 +57,7 @@ class Supervisor:
         self._launched: set[int] = set()  # attempts started by this process (not reattached)
         self._target_gone: str | None = None
         self._stop_requested = False
-        # Override sets validated ahead of need (the next rung of each OOM ladder, checked while the attempt
-        # runs) so a relaunch does not wait ~1 s for Hydra in the target: key → result, or an Event while pending.
-        self._validated: dict[tuple[str, ...], ValidationResult | anyio.Event] = {}
+        self._validations = ValidationCache(self.target)  # checked while an attempt runs, used at its relaunch
         self._tg: anyio.abc.TaskGroup | None = None
         self._unsaved: tuple[ProgressParser, int] | None = None  # parsed but not yet written progress
         self._last_save = 0.0
@@ -199,7 +160,7 @@ class Supervisor:
             override_diff=diff, reason=reason,
         )  # fmt: skip
         entry = plan.entry
-        result = await self._validation(entry, plan.overrides)
+        result = await self._validations.result(entry, plan.overrides)
         if not result.ok:
             error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",
                      "excerpt": self.ctx.scrub(result.error or "")[:2000], "line": None}  # fmt: skip
@@ -231,25 +192,10 @@ class Supervisor:
         await self._link_stable_log(log_path)
         return handle
 
-    @staticmethod
-    def _validation_key(entry: Any, overrides: Any) -> tuple[str, ...]:
-        return (entry.cwd, entry.config_dir, entry.config_name, *overrides)
-
-    async def _validation(self, entry: Any, overrides: Any) -> ValidationResult:
-        """The overrides' Hydra check: from the ahead-of-time cache (waiting if it is still running), else now."""
-        key = self._validation_key(entry, overrides)
-        known = self._validated.get(key)
-        if isinstance(known, anyio.Event):
-            await known.wait()
-            known = self._validated.get(key)
-        if isinstance(known, ValidationResult) and (known.ok or "could not validate" not in (known.error or "")):
-            return known
-        return await validate_overrides(self.target, entry.cwd, entry.config_dir, entry.config_name, list(overrides))
-
     async def _prevalidate_next(self, n: int, config: AttemptConfig) -> None:
         """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one
         process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
-        plans = []
+        plans: list[LaunchPlan] = []
         try:
             for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
                 decision = policy.decide(config, category, relaunches_so_far=n - 1,
@@ -257,32 +203,11 @@ class Supervisor:
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:
                     plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
-                    key = self._validation_key(plan.entry, plan.overrides)
-                    if key not in self._validated and all(key != k for k, _ in plans):
-                        plans.append((key, plan))
+                    plans.append(plan)
         except Exception as exc:  # e.g. a plan error: the relaunch, if any, will meet and report it
             log.warning("ahead-of-time validation skipped: %s", exc)
             return
-        plans = [(key, plan) for key, plan in plans if plan.entry == plans[0][1].entry] if plans else []
-        if not plans:
-            return
-        events = {key: anyio.Event() for key, _ in plans}
-        self._validated.update(events)
-        entry = plans[0][1].entry
-        results: list[ValidationResult] = []
-        try:
-            results = await validate_override_sets(self.target, entry.cwd, entry.config_dir, entry.config_name,
-                                                   [list(p.overrides) for _, p in plans])  # fmt: skip
-        except Exception as exc:  # a cache miss, never a supervisor failure
-            log.warning("ahead-of-time validation failed: %s", exc)
-        finally:
-            for (key, _), result in zip(plans, results + [None] * len(plans)):  # noqa: B905
-                if result is None:
-                    self._validated.pop(key, None)
-                else:
-                    self._validated[key] = result
-            for event in events.values():
-                event.set()
+        await self._validations.prevalidate(plans)
 
     async def _link_stable_log(self, log_path: str) -> None:
         """Point {VERL_HOME}/train.log at this attempt's log, for users who tail it."""
