@@ -3,6 +3,7 @@
 Thin by design: each tool validates its arguments (pydantic, via the signature), calls one
 service in ``sessions`` / ``runs``, turns the expected failures into ``ToolError`` with a
 scrubbed, actionable message, and returns a pydantic model (structured output).
+The ``MCPServer`` instance, its lifespan and the error and registration helpers are in ``server_app``.
 
 Every tool is ``async`` and calls the services on the event loop: the services share one
 SQLite connection, and keeping all of its use on one thread is simpler than locking it. The
@@ -11,50 +12,25 @@ only slow work (Docker, the SwanLab key check) is already async in the services.
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
-import logging
 import re
-import sys
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from types import ModuleType
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import (
-    AcceptedElicitation,
-    Context,
-    Elicit,
-    ElicitationResult,
-    MCPServer,
-    Resolve,
-)
-from mcp.server.mcpserver import server as _sdk_server
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp.types import ToolAnnotations
 
 from verl_async_dapo import server_models as wire
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.errors import user_facing_error
-
-logger = logging.getLogger(__name__)
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _lazy_module(name: str) -> ModuleType:
-    """The module, executed on its first attribute access (importlib's LazyLoader)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None, name
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    parent, _, child = name.rpartition(".")
-    setattr(sys.modules[parent], child, module)
-    return module
-
+from verl_async_dapo.server_app import (
+    NotAsked,
+    app_of,
+    can_elicit,
+    lazy_module,
+    live_apps,
+    mcp,
+    resource_errors,
+    service_errors,
+    tool,
+)
 
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
@@ -62,9 +38,9 @@ if TYPE_CHECKING:
     from verl_async_dapo import runs, sessions
     from verl_async_dapo.targets import registry
 else:
-    runs = _lazy_module("verl_async_dapo.runs")
-    sessions = _lazy_module("verl_async_dapo.sessions")
-    registry = _lazy_module("verl_async_dapo.targets.registry")
+    runs = lazy_module("verl_async_dapo.runs")
+    sessions = lazy_module("verl_async_dapo.sessions")
+    registry = lazy_module("verl_async_dapo.targets.registry")
 
 # start_training's parameters, named as TrainingSettings fields (None = environment/default).
 TRAINING_PARAMS = ("mode", "framework", "model_path", "train_file", "val_file", "train_steps", "trainer_gpus",
@@ -73,104 +49,22 @@ TRAINING_PARAMS = ("mode", "framework", "model_path", "train_file", "val_file", 
 LOG_TAIL_BYTES = 64 << 10
 STOP_WAIT_SECONDS = 5.0  # stop_training returns "stopping" after this; the supervisor finishes the job
 
-# The AppContexts of the lifespans now running. Static resources get no Context in the SDK,
-# so the session resource reads the innermost one from here.
-_live_apps: list[AppContext] = []
-
-
-@asynccontextmanager
-async def app_lifespan(_server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-    """One AppContext per server process, built from the environment, closed at shutdown."""
-    app = AppContext.from_environment()
-    _live_apps.append(app)
-    logger.info("verl-async-dapo MCP server: state in %s", app.home)
-    try:
-        yield app
-    finally:
-        _live_apps.remove(app)
-        app.close()
-
-
-def _plain_logging(level: str = "INFO") -> None:
-    """Plain lines on stderr (a stdio server's stderr is the host's log file)."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-
-
-# The SDK's MCPServer() configures logging through rich whenever rich is importable (it is here, as a dependency
-# of a dependency): ~20 ms of start-up, and lines wrapped at a terminal width the log file does not have. Plain
-# logging instead, for the construction only (cold start: bench/RESULTS.md).
-_sdk_configure_logging = getattr(_sdk_server, "configure_logging", None)
-_sdk_server.configure_logging = _plain_logging  # type: ignore[attr-defined]
-try:
-    mcp: MCPServer[AppContext] = MCPServer(
-        "verl-async-dapo", title="verl async DAPO training", instructions=wire.INSTRUCTIONS, lifespan=app_lifespan
-    )
-finally:
-    if _sdk_configure_logging is not None:
-        _sdk_server.configure_logging = _sdk_configure_logging
-
-
-def _app(ctx: Context[AppContext]) -> AppContext:
-    return ctx.request_context.lifespan_context
-
-
-@contextmanager
-def _service_errors(app: AppContext) -> Iterator[None]:
-    """Expected failures → ToolError (scrubbed); anything else propagates as a sanitized crash."""
-    try:
-        yield
-    except ToolError:
-        raise
-    except Exception as exc:
-        message = user_facing_error(exc)
-        if message is None:
-            raise
-        raise ToolError(app.scrub(message)) from None
-
 
 def _session(view: sessions.SessionView) -> wire.SessionOut:
     return wire.SessionOut.model_validate(view.model_dump())
 
 
-def _can_elicit(ctx: Context[AppContext]) -> bool:
-    """The client declared form elicitation (a bare ``elicitation: {}`` counts, as in the SDK)."""
-    caps = ctx.client_capabilities
-    elicitation = caps.elicitation if caps is not None else None
-    return elicitation is not None and (elicitation.form is not None or elicitation.url is None)
-
-
-def _tool(
-    title: str, *, read_only: bool, destructive: bool = False, idempotent: bool, open_world: bool
-) -> Callable[[_F], _F]:
-    """Register a tool with its title, all four annotations and its docstring (dedented) as description."""
-    annotations = ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
-                                  idempotent_hint=idempotent, open_world_hint=open_world)  # fmt: skip
-
-    def register(fn: _F) -> _F:
-        mcp.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
-        return fn
-
-    return register
-
-
-class _NotAsked:
-    """What a resolver returns when it did not (or could not) ask the user."""
-
-    def __init__(self, why: Literal["not_needed", "cannot_ask"]) -> None:
-        self.why = why
-
-
 # -- question 1: container ----------------------------------------------------------------
 
 
-@_tool("List containers", read_only=True, idempotent=True, open_world=True)
+@tool("List containers", read_only=True, idempotent=True, open_world=True)
 async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     """Lists the Docker containers on this machine, the host target and the option to create a new
     container, with the setup session's next question. Question 1 of 4 of a training setup; also
     answers "which containers are there?". Works without Docker (then only the host is listed, with
     the reason Docker is unreachable)."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         targets = await registry.list_targets()
         view = sessions.view(app)
     containers = [wire.ContainerOut(name=t.name, kind=t.kind.value, state=t.state, image=t.image, gpus=t.gpus,
@@ -184,7 +78,7 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     )  # fmt: skip
 
 
-@_tool("Select container", read_only=False, idempotent=False, open_world=True)
+@tool("Select container", read_only=False, idempotent=False, open_world=True)
 async def select_container(
     ctx: Context[AppContext],
     name: wire.ContainerChoice = None,
@@ -194,8 +88,8 @@ async def select_container(
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
     called again to change the answer before training starts."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         view = await sessions.select_container(app, name, create.to_spec() if create else None,
                                                allow_shared_gpus=allow_shared_gpus)  # fmt: skip
     return _session(view)
@@ -204,7 +98,7 @@ async def select_container(
 # -- question 2: proxy --------------------------------------------------------------------
 
 
-@_tool("Set proxy", read_only=False, idempotent=True, open_world=False)
+@tool("Set proxy", read_only=False, idempotent=True, open_world=False)
 async def set_proxy(
     ctx: Context[AppContext],
     http_proxy: wire.ProxyUrl = None,
@@ -213,23 +107,23 @@ async def set_proxy(
 ) -> wire.SessionOut:
     """Records the answer to question 2: the proxy for the training process (all empty = no
     proxy). A password in a proxy URL is kept in the secret store and shown masked."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         return _session(sessions.set_proxy(app, http_proxy, https_proxy, no_proxy))
 
 
 # -- question 3: features -----------------------------------------------------------------
 
 
-@_tool("Choose features", read_only=False, idempotent=True, open_world=False)
+@tool("Choose features", read_only=False, idempotent=True, open_world=False)
 async def choose_features(
     ctx: Context[AppContext],
     names: wire.FeatureNames,
 ) -> wire.SessionOut:
     """Records the answer to question 3: the features the user asked for explicitly. Memory features
     (offload, recompute) are added automatically after an out-of-memory error unless turned off."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         return _session(sessions.choose_features(app, names))
 
 
@@ -238,24 +132,24 @@ async def choose_features(
 
 async def _ask_swanlab_key(
     mode: wire.SwanlabModeName | None, host: str | None, api_key: str | None, ctx: Context[AppContext]
-) -> Elicit[wire.SwanlabKeyForm] | _NotAsked:
+) -> Elicit[wire.SwanlabKeyForm] | NotAsked:
     """Ask the user for the key in the client's form, so it never passes through the model."""
-    app = _app(ctx)
+    app = app_of(ctx)
     if api_key or (mode or "cloud") != "cloud":
-        return _NotAsked("not_needed")
-    with _service_errors(app):
+        return NotAsked("not_needed")
+    with service_errors(app):
         is_open = sessions.swanlab_question_open(app)
         preconfigured = sessions.preconfigured_swanlab(app) is not None
     if not is_open or (mode is None and host is None and preconfigured):
-        return _NotAsked("not_needed")
-    if not _can_elicit(ctx):
-        return _NotAsked("cannot_ask")
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
     # Deterministic text: the SDK re-runs resolvers each round and pins answers to the question.
     where = host or "the SwanLab cloud (swanlab.cn)"
     return Elicit(f"SwanLab API key for {where} (goes to the verl-async-dapo server only)", wire.SwanlabKeyForm)
 
 
-@_tool("Configure SwanLab", read_only=False, idempotent=True, open_world=True)
+@tool("Configure SwanLab", read_only=False, idempotent=True, open_world=True)
 async def configure_swanlab(
     ctx: Context[AppContext],
     key_answer: Annotated[ElicitationResult[wire.SwanlabKeyForm], Resolve(_ask_swanlab_key)],
@@ -268,8 +162,8 @@ async def configure_swanlab(
     """Question 4: SwanLab monitoring (host + API key, or local / disabled). Reports whether SwanLab
     is already configured by the environment or the config file, in which case the question is
     skipped. The key is checked against the server before it is accepted and is never returned."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         view = sessions.view(app)
         configured = sessions.preconfigured_swanlab(app)
     key_from: Literal["argument", "user", "none"] = "argument" if api_key else "none"
@@ -287,7 +181,7 @@ async def configure_swanlab(
             "ask the user for the key and pass api_key, set SWANLAB_API_KEY (and SWANLAB_HOST) in the "
             "server's environment, or choose mode local or disabled"
         )
-    with _service_errors(app):
+    with service_errors(app):
         new_view, check = await sessions.configure_swanlab(
             app, mode=mode or "cloud", host=host, api_key=api_key, log_dir=log_dir, save=save
         )
@@ -301,7 +195,7 @@ async def configure_swanlab(
 # -- the run ------------------------------------------------------------------------------
 
 
-@_tool("Start training", read_only=False, idempotent=False, open_world=True)
+@tool("Start training", read_only=False, idempotent=False, open_world=True)
 async def start_training(
     ctx: Context[AppContext],
     mode: wire.ModeArg = None,
@@ -319,30 +213,30 @@ async def start_training(
     answers into a run and hands it to a background supervisor, then returns at once with the run
     id and the SwanLab link (or why there is none yet). Omitted parameters come from the server's
     environment, else the original skill's defaults."""
-    app = _app(ctx)
+    app = app_of(ctx)
     params = {k: v for k, v in locals().items() if k in TRAINING_PARAMS}
-    with _service_errors(app):
+    with service_errors(app):
         result = await runs.start_training(app, params)
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
     out.preflight = [app.scrub(line) for line in out.preflight]
     return out
 
 
-@_tool("Training progress", read_only=True, idempotent=True, open_world=True)
+@tool("Training progress", read_only=True, idempotent=True, open_world=True)
 async def get_progress(ctx: Context[AppContext], run_id: wire.RunId = None) -> wire.ProgressOut:
     """Progress of a training run: status, attempt, step / total, percent, ETA, latest metrics,
     features in force and the SwanLab link. Answers "how is training going?"."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         return wire.ProgressOut.model_validate(await runs.get_progress(app, run_id))
 
 
-@_tool("Check errors", read_only=True, idempotent=True, open_world=False)
+@tool("Check errors", read_only=True, idempotent=True, open_world=False)
 async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> wire.ErrorsOut:
     """Errors of a training run, per attempt: the error category, an explanation, the fix, a short
     log excerpt, and what the supervisor did about it (e.g. relaunched with offload after an OOM)."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         report = wire.ErrorsOut.model_validate(runs.check_errors(app, run_id))
     for item in report.attempts:
         item.excerpt = wire.as_log_data(app.scrub(item.excerpt)) if item.excerpt else None
@@ -350,20 +244,20 @@ async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
     return report
 
 
-async def _ask_stop(run_id: str | None, ctx: Context[AppContext]) -> Elicit[wire.StopConfirmation] | _NotAsked:
+async def _ask_stop(run_id: str | None, ctx: Context[AppContext]) -> Elicit[wire.StopConfirmation] | NotAsked:
     """Confirm with the user in the client's form; say so when the client has no forms."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         run = runs.resolve_run(app, run_id)
     if run.status not in runs.ACTIVE_RUN_STATUSES:
-        return _NotAsked("not_needed")
-    if not _can_elicit(ctx):
-        return _NotAsked("cannot_ask")
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
     return Elicit(f"Stop training run {run.id} on {run.target}? Checkpoints already saved are kept.",
                   wire.StopConfirmation)  # fmt: skip
 
 
-@_tool("Stop training", read_only=False, destructive=True, idempotent=True, open_world=True)
+@tool("Stop training", read_only=False, destructive=True, idempotent=True, open_world=True)
 async def stop_training(
     ctx: Context[AppContext],
     decision: Annotated[ElicitationResult[wire.StopConfirmation], Resolve(_ask_stop)],
@@ -372,58 +266,51 @@ async def stop_training(
 ) -> wire.StopOut:
     """Stops a training run (its whole process group) and its supervisor. Where the client supports
     forms, the user confirms in one; otherwise the call needs confirm=true."""
-    app = _app(ctx)
+    app = app_of(ctx)
     confirmation: Literal["user", "argument", "not_needed", "declined"]
     data = decision.data if isinstance(decision, AcceptedElicitation) else None
     if isinstance(data, wire.StopConfirmation) and data.stop:
         confirmation = "user"
-    elif isinstance(data, _NotAsked) and data.why == "not_needed":
+    elif isinstance(data, NotAsked) and data.why == "not_needed":
         confirmation = "not_needed"
-    elif isinstance(data, _NotAsked):
+    elif isinstance(data, NotAsked):
         if not confirm:
             raise ToolError("stopping a run needs the user's confirmation and this client cannot show a "
                             "confirmation form: ask the user, then call stop_training again with confirm=true")  # fmt: skip
         confirmation = "argument"
     else:
-        with _service_errors(app):
+        with service_errors(app):
             run = runs.resolve_run(app, run_id)
         return wire.StopOut(run_id=run.id, status=run.status, confirmation="declined",
                        message="not stopped: the user declined in the confirmation form; the run goes on")  # fmt: skip
-    with _service_errors(app):
+    with service_errors(app):
         result = await runs.stop_training(app, run_id, wait_seconds=STOP_WAIT_SECONDS)
     return wire.StopOut.model_validate({**result, "confirmation": confirmation})
 
 
-@_tool("Get session", read_only=True, idempotent=True, open_world=False)
+@tool("Get session", read_only=True, idempotent=True, open_world=False)
 async def get_session(ctx: Context[AppContext]) -> wire.SessionOut:
     """The setup session: the answers so far, the next question (with the original skill's wording)
     and the next step. Useful after a restart or when unsure where the setup stands."""
-    app = _app(ctx)
-    with _service_errors(app):
+    app = app_of(ctx)
+    with service_errors(app):
         return _session(sessions.view(app))
 
 
 # -- resources and the prompt -------------------------------------------------------------
 
 
-def _resource_errors(app: AppContext, exc: Exception) -> ResourceError:
-    message = user_facing_error(exc)
-    if message is None:
-        raise exc
-    return ResourceError(app.scrub(message))
-
-
 @mcp.resource("verl-async-dapo://session/current", name="session", title="Current setup session",
               description="The setup session's answers and next question (JSON)",
               mime_type="application/json")  # fmt: skip
 async def session_resource() -> str:
-    if not _live_apps:
+    if not live_apps:
         raise ResourceError("the server is not running")
-    app = _live_apps[-1]
+    app = live_apps[-1]
     try:
         view = sessions.view(app)
     except Exception as exc:
-        raise _resource_errors(app, exc) from None
+        raise resource_errors(app, exc) from None
     return _session(view).model_dump_json(indent=2)
 
 
@@ -443,7 +330,7 @@ async def run_log_resource(run_id: str, ctx: Context) -> str:
     except ResourceError:
         raise
     except Exception as exc:
-        raise _resource_errors(app, exc) from None
+        raise resource_errors(app, exc) from None
     text = app.scrub(tail.decode("utf-8", errors="replace"))
     return wire.log_resource_text(run.id, wire.as_log_data(text, limit=LOG_TAIL_BYTES), run.status)
 
