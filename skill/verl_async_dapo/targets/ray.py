@@ -48,7 +48,6 @@ from verl_async_dapo.targets.base import (
     COMMAND_NOT_FOUND,
     FOLLOW_DEFAULT_BYTES,
     CommandResult,
-    ContainerInfo,
     InvalidTargetInput,
     JobHandle,
     JobStatus,
@@ -64,7 +63,6 @@ from verl_async_dapo.targets.ray_api import ACTIVE_STATUSES, JobInfo, RayJobsCli
 from verl_async_dapo.targets.ray_clusters import (
     RAY_PREFIX,
     cluster_name_of,
-    configured_clusters,
     normalise_address,
     resolve,
 )
@@ -93,7 +91,6 @@ MAX_WRITE = 64 << 10  # write_file data travels in one env var (Linux caps one a
 MAX_EXISTS_PATHS = 256
 METADATA_KEY = "verl-async-dapo"
 PGID_MARKER = "pgid"  # supervisor's "did the attempt start?" file, answered from the Jobs API
-LIST_TIMEOUT = 3.0
 
 _SID_PART_RE = re.compile(r"[^A-Za-z0-9_-]+")
 _SID_RE = re.compile(r"^vad-[A-Za-z0-9_-]{1,120}$")
@@ -416,48 +413,3 @@ class RayTarget(Target):
             return None
         reason = info.message.strip().splitlines()[0][:300] if info.message.strip() else info.status
         raise TargetError(f"a short job ({op}) on {self.name} ended without a result: {reason}")
-
-
-# -- listing ---------------------------------------------------------------------------------------
-
-
-async def ray_cluster_info(name: str, address: str | None = None, *, timeout: float = LIST_TIMEOUT) -> ContainerInfo:
-    """One configured cluster as a choice; ``state`` "unreachable" (with the reason) instead of raising."""
-    target = RayTarget(name, address)
-    try:
-        with anyio.fail_after(timeout):
-            resources = await target.resources()
-    except (TargetError, TimeoutError) as exc:
-        reason = str(exc) if isinstance(exc, TargetError) else f"no answer within {timeout:g} s"
-        return ContainerInfo(name=target.name, kind=TargetKind.RAY, state="unreachable", note=reason)
-    version = f"Ray {resources.ray_version}" if resources.ray_version else "Ray"
-    return ContainerInfo(
-        name=target.name, kind=TargetKind.RAY, state="available", gpus=resources.describe(),
-        note=f"{version} cluster at {target.client.address}",
-    )  # fmt: skip
-
-
-async def list_ray_clusters() -> list[ContainerInfo]:
-    """Every configured cluster, probed concurrently; a broken config file becomes one entry's note."""
-    try:
-        clusters = configured_clusters()
-    except TargetError as exc:
-        return [ContainerInfo(name=f"{RAY_PREFIX}?", kind=TargetKind.RAY, state="misconfigured", note=str(exc))]
-    infos: dict[str, ContainerInfo] = {}
-
-    async def probe(name: str, address: str) -> None:
-        infos[name] = await ray_cluster_info(f"{RAY_PREFIX}{name}", address)
-
-    async with anyio.create_task_group() as tg:
-        for name, address in clusters.items():
-            tg.start_soon(probe, name, address)
-    return [infos[name] for name in sorted(infos)]
-
-
-async def find_ray_cluster(name: str) -> ContainerInfo:
-    """The entry for ``ray:<name>``; TargetError when unknown, TargetUnavailable when it does not answer."""
-    address = resolve(name)
-    info = await ray_cluster_info(name, address, timeout=10.0)
-    if info.state != "available":
-        raise TargetUnavailable(f"{info.name}: {info.note}")
-    return info

@@ -12,8 +12,9 @@ from verl_async_dapo.targets.base import (
     TargetUnavailable,
 )
 from verl_async_dapo.targets.host import HostTarget
-from verl_async_dapo.targets.ray import RayTarget, find_ray_cluster, list_ray_clusters
+from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray_clusters import is_ray_target
+from verl_async_dapo.targets.ray_discovery import find_ray_cluster, list_ray_clusters
 
 __all__ = ["create_container", "find_target_info", "get_target", "host_info", "list_targets"]
 
