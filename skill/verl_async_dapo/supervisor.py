@@ -75,26 +75,35 @@ class Supervisor:
         return final
 
     async def _drive(self) -> str:
-        attempts = self.ctx.store.attempts(self.run_id)
-        if attempts and attempts[-1].status in ("launching", "running"):
-            handle = await self._reattach(attempts[-1])
-            # _reattach may have abandoned that attempt and launched the next one: watch the row it returned for.
-            current = self.ctx.store.attempts(self.run_id)[-1]
-        else:
-            if attempts:  # the previous supervisor died between attempts: continue the ladder
-                return await self._after_attempt(attempts[-1])
-            handle = await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
-            current = self.ctx.store.attempts(self.run_id)[-1]
-        while True:
-            if handle is None:  # launch refused (validation) or failed: final state already written
-                return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
-            await self._watch(current, handle)
-            current = self.ctx.store.attempts(self.run_id)[-1]
-            outcome = await self._after_attempt(current)
+        handle = await self._first_handle()
+        while handle is not None:
+            await self._watch(self.ctx.store.attempts(self.run_id)[-1], handle)
+            outcome = await self._after_attempt(self.ctx.store.attempts(self.run_id)[-1])
             if outcome != "relaunched":
                 return outcome
-            current = self.ctx.store.attempts(self.run_id)[-1]
-            handle = JobHandle(**current.job) if current.job else None
+            handle = self._latest_handle()
+        # A launch refused (validation) or failed, or the run ended without a job to watch: already written.
+        return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
+
+    async def _first_handle(self) -> JobHandle | None:
+        """The job to watch first. A supervisor may start where an earlier one was killed at any point: before
+        attempt 1, during an attempt (reattach), right after abandoning an attempt that never started, or between
+        a finished attempt and the next. In each case it carries on and then watches what it launched."""
+        attempts = self.ctx.store.attempts(self.run_id)
+        if not attempts:
+            return await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
+        last = attempts[-1]
+        if last.status in ("launching", "running"):
+            await self._reattach(last)  # may abandon it and launch the next one: the latest row is the one to watch
+        elif last.status == "abandoned":  # not a failure: it never ran, so the same config again, no retry used
+            await self._relaunch_same(last, attempt_config_from_dict(last.config))
+        elif await self._after_attempt(last) != "relaunched":  # continue the ladder where it stopped
+            return None
+        return self._latest_handle()
+
+    def _latest_handle(self) -> JobHandle | None:
+        current = self.ctx.store.attempts(self.run_id)[-1]
+        return JobHandle(**current.job) if current.job else None
 
     async def _after_attempt(self, attempt: AttemptRow) -> str:
         """Decide what follows a finished attempt: done, relaunch, or give up."""
