@@ -6,16 +6,15 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from harness.http_server import free_port, serve_argv
+from harness.http_server import http_server as harness_http_server
 from mcp import Client
 from verl_async_dapo.server_http import ServeConfigError, http_settings
 
@@ -27,47 +26,11 @@ INITIALIZE = json.dumps({
 })  # fmt: skip
 
 
-def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def serve_argv(host: str, port: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "verl_async_dapo",
-        "serve",
-        "--transport",
-        "http",
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-
-
 @contextmanager
 def http_server(host: str, env: dict[str, str], tmp_path: Path) -> Iterator[int]:
-    port = free_port(host)
-    full_env = {**os.environ, **env, "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state")}
-    with (tmp_path / "server.log").open("wb") as log:
-        proc = subprocess.Popen(serve_argv(host, port), env=full_env, stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=1).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"server did not start: {(tmp_path / 'server.log').read_text()}")
-                    time.sleep(0.1)
-            yield port
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+    with harness_http_server(host, {**os.environ, **env, "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state")},
+                             tmp_path) as port:  # fmt: skip
+        yield port
 
 
 def post(host: str, port: int, *, host_header: str, headers: dict[str, str] | None = None) -> int:

@@ -17,28 +17,19 @@ import base64
 import http.client
 import json
 import os
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from rel_helpers import record
+
+from harness.http_server import http_server as harness_http_server
 
 TOKEN = "reliability-token-0123456789-abcdefghijkl"
 LEGACY = "2025-11-25"
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -89,40 +80,13 @@ def _decode(raw: bytes) -> Any:
 
 @contextmanager
 def http_server(tmp_path: Path, host: str, token: str | None) -> Iterator[Server]:
-    port = _free_port(host)
-    home = tmp_path / f"state-{host}-{port}"
+    home = tmp_path / f"state-{host}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_ASYNC_DAPO_")}
     env.update(VERL_ASYNC_DAPO_HOME=str(home), VERL_ASYNC_DAPO_CONFIG_DIR=str(tmp_path / "config"))
     if token:
         env["VERL_ASYNC_DAPO_HTTP_TOKEN"] = token
-    argv = [
-        sys.executable,
-        "-m",
-        "verl_async_dapo",
-        "serve",
-        "--transport",
-        "http",
-        "--host",
-        host,
-        "--port",
-        str(port),
-    ]
-    with (tmp_path / f"server-{port}.log").open("wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection((host, port), timeout=1).close()
-                    break
-                except OSError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"server did not start: {(tmp_path / f'server-{port}.log').read_text()}")
-                    time.sleep(0.1)
-            yield Server(host, port, home)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+    with harness_http_server(host, env, tmp_path) as port:
+        yield Server(host, port, home)
 
 
 def _initialize(server: Server, headers: dict[str, str]) -> dict[str, str]:
