@@ -64,7 +64,19 @@ class AppContext:
             value = self.env.get(name, "")
             if "@" in value:
                 values.append(value)
+        values.extend(self._ray_tokens())
         return values
+
+    def _ray_tokens(self) -> list[str]:
+        """The Ray cluster token (targets/ray_auth.py) as given and as the file holds it; reads, never writes."""
+        from verl_async_dapo.targets.ray_auth import TOKEN_ENV, RayTokenError, find_token
+
+        values = [self.env[TOKEN_ENV]] if self.env.get(TOKEN_ENV, "").strip() else []
+        try:
+            token = find_token(self.env)
+        except (RayTokenError, RuntimeError):  # an unreadable source, or no home directory: nothing to add
+            return values
+        return [*values, token.value] if token is not None else values
 
     def scrub(self, text: str) -> str:
         from verl_async_dapo.redact import redact

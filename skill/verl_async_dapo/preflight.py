@@ -16,6 +16,8 @@ from typing import Any
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError
 from verl_async_dapo.targets.ray import RayTarget
+from verl_async_dapo.targets.ray_api import RayAuthError
+from verl_async_dapo.targets.ray_auth import RayTokenError
 from verl_async_dapo.targets.ray_resources import assess
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
@@ -318,6 +320,9 @@ async def run_preflight(target: Target, settings: TrainingSettings) -> Preflight
     report = PreflightReport(target=target.name, checks=pf.checks)
     try:
         await target.ensure_running()
+    except (RayAuthError, RayTokenError) as exc:  # the message says which token to set where
+        pf.add("target", CheckStatus.ERROR, str(exc), "give this tool the cluster's token, then retry")
+        return report
     except TargetError as exc:
         pf.add("target", CheckStatus.ERROR, str(exc), "start the container or choose another target")
         return report

@@ -6,6 +6,7 @@ a new one, which reattaches to the running attempt.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -175,7 +176,9 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
     if lock is None:
         return False
     with lock, (ctx.run_dir(run_id) / "supervisor.out").open("ab") as log_file:
-        env = dict(ctx.env)
+        env = dict(ctx.env)  # the whole environment: RAY_AUTH_TOKEN(_PATH) reach the supervisor's Ray client too
+        if env.get("RAY_AUTH_TOKEN_PATH"):  # the child runs in ctx.home: a relative path must still name the file
+            env["RAY_AUTH_TOKEN_PATH"] = os.path.abspath(os.path.expanduser(env["RAY_AUTH_TOKEN_PATH"]))
         env["VERL_ASYNC_DAPO_HOME"] = str(ctx.home)
         env["VERL_ASYNC_DAPO_CONFIG_DIR"] = str(ctx.config_home)
         env[LOCK_FD_ENV] = str(lock.fileno())

@@ -5,6 +5,7 @@ Ray itself comes from tests/ray/ensure_ray.sh (its own venv, outside the repo; t
 VERL_ASYNC_DAPO_TEST_RAY names its ``ray`` CLI, else the script's default location is used. Without it
 these tests skip on a developer machine and FAIL with CI=true.
 
+    ray_binary   session   Path: Ray's ``ray`` CLI (skips / fails as above when missing)
     ray_head     session   RayHead: started at first use, stopped right after the last test of tests/ray
     ray_target   function  "ray:test", with VERL_ASYNC_DAPO_HOME / _CONFIG_DIR isolated under tmp_path
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from ray_head import RayHead
+from ray_helpers import use_cluster
 
 from harness.fixtures import unavailable
 
@@ -38,13 +40,18 @@ def ray_bin() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def ray_head() -> Iterator[RayHead]:
+def ray_binary() -> Path:
     found = ray_bin()
     if found is None:
         unavailable(f"no Ray for the tests: run `bash tests/ray/ensure_ray.sh` (or set {RAY_BIN_ENV})")
     assert found is not None
+    return found
+
+
+@pytest.fixture(scope="session")
+def ray_head(ray_binary: Path) -> Iterator[RayHead]:
     # Jobs run on this host: the venv's bin first, so the job's python3 is ours (it has hydra).
-    head = RayHead(ray_bin=found, job_path=[str(Path(sys.executable).parent)])
+    head = RayHead(ray_bin=ray_binary, job_path=[str(Path(sys.executable).parent)])
     head.start()
     _head["head"] = head
     try:
@@ -68,11 +75,4 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 @pytest.fixture
 def ray_target(ray_head: RayHead, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    config = tmp_path / "config"
-    config.mkdir()
-    (config / "ray_clusters.json").write_text(f'{{"{CLUSTER}": "{ray_head.address}"}}')
-    monkeypatch.setenv("VERL_ASYNC_DAPO_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("VERL_ASYNC_DAPO_CONFIG_DIR", str(config))
-    monkeypatch.delenv("VERL_ASYNC_DAPO_RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return f"ray:{CLUSTER}"
+    return use_cluster(CLUSTER, ray_head.address, tmp_path, monkeypatch)

@@ -4,7 +4,9 @@ Loopback only: ``--node-ip-address=127.0.0.1`` alone is not enough — Ray rewri
 to the machine's "reachable" address (services.resolve_ip_for_localhost) unless
 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 marks the cluster single-node. Every port is a free loopback
 port chosen here (none of Ray's fixed defaults: 6379, 8265, 10001, 52365), so a second head on the
-machine cannot collide. Usage stats are off.
+machine cannot collide. Usage stats are off. ``extra_env`` is added after every inherited RAY_*
+variable is dropped, e.g. ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN`` for a head that wants a
+token (then readiness is asked with that token).
 
 Stopping: ``ray stop`` has no address or temp-dir option; it kills every Ray process on the machine
 by name. Instead the head starts in its own session, so all its daemons share one process group;
@@ -93,6 +95,7 @@ class RayHead:
     ray_bin: Path
     job_path: Iterable[str]  # PATH entries put first for the head and therefore every job
     num_cpus: int = 4
+    extra_env: dict[str, str] = field(default_factory=dict)  # set last, so RAY_* here survive the drop
     temp_dir: Path = field(init=False)
     address: str = field(init=False, default="")
     pgid: int | None = field(init=False, default=None)
@@ -107,6 +110,7 @@ class RayHead:
             RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",  # keep the node IP at 127.0.0.1 (see module doc)
             no_proxy="127.0.0.1,localhost",
         )
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
@@ -142,9 +146,12 @@ class RayHead:
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
+        token = self.extra_env.get("RAY_AUTH_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        request = urllib.request.Request(f"{self.address}/api/version", headers=headers)  # noqa: S310 (loopback)
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"{self.address}/api/version", timeout=5) as r:  # noqa: S310 (loopback)
+                with urllib.request.urlopen(request, timeout=5) as r:  # noqa: S310 (loopback)
                     if "ray_version" in json.loads(r.read()):
                         return True
             except (OSError, ValueError):

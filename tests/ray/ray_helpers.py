@@ -1,4 +1,5 @@
-"""Helpers for tests/ray: the stand-in's argv and control file, the cluster's job list, waiting on runs."""
+"""Helpers for tests/ray: a cluster's tool config, the stand-in tree and argv, the cluster's job list, starting
+runs through the CLI and waiting on them."""
 
 from __future__ import annotations
 
@@ -10,11 +11,55 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
+from verl_async_dapo import runs
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.store import RunRow
+from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
 from verl_async_dapo.targets.ray_api import JobInfo, RayJobsClient
 
 FINAL = {"succeeded", "failed", "stopped"}
+RUN_TIMEOUT_S = 150.0
+CLI_OUTPUTS: list[str] = []  # stdout + stderr of every cli() call, for tests that scan them (e.g. for a secret)
+
+
+def use_cluster(name: str, address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Isolated tool state under tmp_path whose ``ray_clusters.json`` names ``address`` ``ray:<name>``."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "ray_clusters.json").write_text(json.dumps({name: address}))
+    monkeypatch.setenv("VERL_ASYNC_DAPO_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("VERL_ASYNC_DAPO_CONFIG_DIR", str(config))
+    monkeypatch.delenv("VERL_ASYNC_DAPO_RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return f"ray:{name}"
+
+
+def standin_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The stand-in tree as VERL_HOME on the cluster's (= this) machine: model, data, small settings, SwanLab off."""
+    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    (tree / "data").mkdir(exist_ok=True)
+    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
+        (tree / "data" / name).write_bytes(b"PAR1")
+    # VERL_VERSION: with --skip-preflight nothing detects the version in the target.
+    settings = {"VERL_HOME": str(tree), "TRAIN_STEPS": "5", "SAVE_FREQ": "1", "TRAINER_GPUS": "1",
+                "ROLLOUT_GPUS": "1", "ROLLOUT_TP": "1", "FRAMEWORK": "fsdp", "SWANLAB_MODE": "disabled",
+                "VERL_VERSION": "0.9.1"}  # fmt: skip
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    return tree
+
+
+def stop_active_runs() -> None:
+    """Stop every run still active in this test's state, so a failing test leaves no Ray job running."""
+    ctx = AppContext.from_environment()
+    try:
+        for row in ctx.store.runs(50):
+            if row.status in ACTIVE_RUN_STATUSES:
+                anyio.run(runs.stop_training, ctx, row.id)
+    finally:
+        ctx.close()
 
 
 def standin_argv(tree: Path, steps: int, *extra: str) -> list[str]:
@@ -47,10 +92,33 @@ def probe_jobs(address: str) -> list[JobInfo]:
 
 def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
     """``verl-async-dapo ARGS`` in a fresh process with this test's (monkeypatched) environment."""
-    return subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "verl_async_dapo", *args], env=dict(os.environ), capture_output=True, text=True,
         timeout=timeout, stdin=subprocess.DEVNULL,
     )  # fmt: skip
+    CLI_OUTPUTS.append(done.stdout + done.stderr)
+    return done
+
+
+def start(ray_target: str, *extra: str) -> str:
+    """``start --skip-preflight`` through the CLI; the new run's id."""
+    done = cli("start", "--container", ray_target, "--skip-preflight", "--swanlab-mode", "disabled", "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["run_id"])
+
+
+def run_dir(tree: Path, run_id: str) -> str:
+    """Where a run's attempts live in the target (job dirs, mirrored logs)."""
+    return f"{tree}/.verl-async-dapo/runs/{run_id}"
+
+
+def wait_final(run_id: str) -> str:
+    """The run's final status; the test fails with describe() when it does not end in time."""
+    try:
+        wait_for(lambda: run_row(run_id).status in FINAL, RUN_TIMEOUT_S, f"run {run_id} to end")
+    except AssertionError:
+        pytest.fail(describe(run_id))
+    return run_row(run_id).status
 
 
 def run_row(run_id: str) -> RunRow:

@@ -11,60 +11,33 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from ray_head import RayHead
-from ray_helpers import FINAL, attempts, cli, control, describe, jobs_under, run_row, wait_for
+from ray_helpers import (
+    attempts,
+    cli,
+    control,
+    describe,
+    jobs_under,
+    run_dir,
+    run_row,
+    standin_tree,
+    start,
+    stop_active_runs,
+    wait_final,
+    wait_for,
+)
 
-from verl_async_dapo import runs
-from verl_async_dapo.app import AppContext
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.ray import submission_id_for
 from verl_async_dapo.targets.ray_api import RayJobsClient
-
-RUN_TIMEOUT_S = 150.0
 
 
 @pytest.fixture
 def tree(ray_target: str, host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The stand-in tree as VERL_HOME on the cluster's (= this) machine, small settings, SwanLab off. Any run
-    still active afterwards is stopped, so a failing test leaves no Ray job running."""
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
-    (host_verl_tree / "data").mkdir(exist_ok=True)
-    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
-    # VERL_VERSION: with --skip-preflight nothing detects the version in the target.
-    settings = {"VERL_HOME": str(host_verl_tree), "TRAIN_STEPS": "5", "SAVE_FREQ": "1", "TRAINER_GPUS": "1",
-                "ROLLOUT_GPUS": "1", "ROLLOUT_TP": "1", "FRAMEWORK": "fsdp", "SWANLAB_MODE": "disabled",
-                "VERL_VERSION": "0.9.1"}  # fmt: skip
-    for key, value in settings.items():
-        monkeypatch.setenv(key, value)
-    yield host_verl_tree
-    ctx = AppContext.from_environment()
-    try:
-        for row in ctx.store.runs(50):
-            if row.status in ACTIVE_RUN_STATUSES:
-                anyio.run(runs.stop_training, ctx, row.id)
-    finally:
-        ctx.close()
-
-
-def start(ray_target: str, *extra: str) -> str:
-    done = cli("start", "--container", ray_target, "--skip-preflight", "--swanlab-mode", "disabled", "--json", *extra)
-    assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["run_id"])
-
-
-def run_dir(tree: Path, run_id: str) -> str:
-    return f"{tree}/.verl-async-dapo/runs/{run_id}"
-
-
-def wait_final(run_id: str) -> str:
-    try:
-        wait_for(lambda: run_row(run_id).status in FINAL, RUN_TIMEOUT_S, f"run {run_id} to end")
-    except AssertionError:
-        pytest.fail(describe(run_id))
-    return run_row(run_id).status
+    """The stand-in tree as VERL_HOME (ray_helpers.standin_tree). Any run still active afterwards is stopped,
+    so a failing test leaves no Ray job running."""
+    yield standin_tree(host_verl_tree, monkeypatch)
+    stop_active_runs()
 
 
 def test_preflight_refuses_more_gpus_than_the_cluster_has(

@@ -1,6 +1,6 @@
 """The Ray target's pure parts, no cluster needed: cluster configuration, address validation, submission ids,
 entrypoint quoting (run through a real ``sh -c``, exactly as Ray's job supervisor runs it), result parsing,
-status mapping and GPU placement."""
+status mapping, GPU placement, and where the cluster's token comes from (and that it is never shown)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from verl_async_dapo.app import AppContext
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError
 from verl_async_dapo.targets.ray import RayTarget, _check_no_secret_in, exit_code_of, submission_id_for
-from verl_async_dapo.targets.ray_api import JobInfo
+from verl_async_dapo.targets.ray_api import JobInfo, RayJobsClient, auth_error_message
+from verl_async_dapo.targets.ray_auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, RayTokenError, find_token
 from verl_async_dapo.targets.ray_clusters import ADDRESS_ENV, configured_clusters, normalise_address, resolve
 from verl_async_dapo.targets.ray_resources import ClusterResources, assess, fits
 from verl_async_dapo.targets.ray_scripts import (
@@ -196,3 +198,51 @@ def test_a_secret_in_the_entrypoint_is_refused() -> None:
     with pytest.raises(InvalidTargetInput, match="SWANLAB_API_KEY"):
         _check_no_secret_in(f"python3 -m x key={key}", {"SWANLAB_API_KEY": key})
     _check_no_secret_in("python3 -m x", {"SWANLAB_API_KEY": key, "PYTHONUNBUFFERED": "1"})
+
+
+def test_the_ray_token_is_found_in_rays_precedence(tmp_path: Path) -> None:
+    home, given = tmp_path / "home", tmp_path / "given"
+    (home / ".ray").mkdir(parents=True)
+    assert find_token({}, home) is None  # no source at all: send no token
+    (home / ".ray" / "auth_token").write_text("from-home\n")
+    given.write_text("  from-path \n")
+    assert find_token({}, home) == RayToken("from-home", str(home / ".ray" / "auth_token"))
+    assert find_token({TOKEN_PATH_ENV: str(given)}, home) == RayToken("from-path", f"{TOKEN_PATH_ENV}={given}")
+    both = {TOKEN_ENV: " from-env ", TOKEN_PATH_ENV: str(given)}
+    assert find_token(both, home) == RayToken("from-env", TOKEN_ENV)
+    assert find_token({TOKEN_ENV: "", TOKEN_PATH_ENV: str(given)}, home).source.startswith(TOKEN_PATH_ENV)  # type: ignore[union-attr]
+    (home / ".ray" / "auth_token").write_text("")
+    assert find_token({}, home) is None  # an empty default file is no token, as in Ray
+
+
+@pytest.mark.parametrize(("content", "why"), [(None, "cannot read"), ("\n ", "is empty"), ("a\nb", "more than one")])
+def test_a_broken_ray_token_path_is_reported_without_falling_back(
+    tmp_path: Path, content: str | None, why: str
+) -> None:
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("the-default-file")  # never used instead
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(RayTokenError, match=why) as caught:
+        find_token({TOKEN_PATH_ENV: str(path)}, tmp_path)
+    assert str(caught.value).startswith(f"{TOKEN_PATH_ENV}={path}: ")
+    assert "the-default-file" not in str(caught.value) and "a\nb" not in str(caught.value)
+
+
+def test_the_ray_token_never_shows_in_reprs_errors_or_redacted_text(tmp_path: Path) -> None:
+    token = RayToken("canary-" + "9" * 20, TOKEN_ENV)
+    assert token.value not in repr(token) + str(token) + repr(RayJobsClient("http://h:1", token=token))
+    for status in (401, 403):
+        message = auth_error_message("http://h:1", status, token)
+        assert message and token.value not in message and "http://h:1" in message
+    assert "refused the token from RAY_AUTH_TOKEN" in (auth_error_message("http://h:1", 403, token) or "")
+    assert auth_error_message("http://h:1", 403, None) is None  # not ours to explain without a token sent
+    (tmp_path / "t").write_text("file-token-0123456789\n")
+    env = {TOKEN_ENV: "env-token-0123456789"}
+    ctx = AppContext(home=tmp_path / "state", config_home=tmp_path, env=env)
+    assert ctx.scrub("a env-token-0123456789 b") == "a *** b"
+    ctx = AppContext(home=tmp_path / "state", config_home=tmp_path, env={TOKEN_PATH_ENV: str(tmp_path / "t")})
+    assert ctx.scrub("x file-token-0123456789") == "x ***"
+    ctx = AppContext(home=tmp_path / "state", config_home=tmp_path, env={TOKEN_PATH_ENV: str(tmp_path / "none")})
+    assert ctx.scrub("plain") == "plain" and not (tmp_path / "state").exists()  # no failure, nothing created

@@ -10,6 +10,12 @@ Requests never go through the environment's proxies (the dashboard is on the clu
 ``http_proxy`` is for training egress) and never follow redirects (a redirect could move the
 request, and the secrets in a submission's runtime_env, to another host). Error messages carry the
 status and a short excerpt of the response, never the request body.
+
+Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): when targets/ray_auth.py finds a token
+(RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) every request carries
+``Authorization: Bearer <token>``; since redirects are refused, the header only ever goes to the
+configured address. A 401 or 403 becomes RayAuthError, whose message says where the token is looked
+for (or which source gave the refused one), never the token itself.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.targets.ray_auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, find_token
 
 DEFAULT_TIMEOUT = 10.0
 LOGS_TIMEOUT = 60.0
@@ -39,6 +46,32 @@ class RayApiError(TargetError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+class RayAuthError(RayApiError):
+    """The dashboard wants a token (401) or refused ours (403); the message says what to do."""
+
+
+def auth_error_message(address: str, status: int, token: RayToken | None) -> str | None:
+    """The actionable text for an authentication failure, or None when ``status`` is not one."""
+    if status == 401:
+        sent = (
+            f" (a token from {token.source} was sent but did not arrive: does a proxy drop the Authorization header?)"
+            if token is not None
+            else ""
+        )
+        return (
+            f"the Ray cluster at {address} requires a token (token authentication is on){sent}: set {TOKEN_ENV}, "
+            f"or {TOKEN_PATH_ENV} to a file holding it, or put it in ~/.ray/auth_token — `ray get-auth-token` "
+            "on the head node prints it"
+        )
+    if status == 403 and token is not None:
+        return (
+            f"the Ray cluster at {address} refused the token from {token.source}: it is not this cluster's token; "
+            f"`ray get-auth-token` on the head node prints the right one ({TOKEN_ENV} wins over {TOKEN_PATH_ENV}, "
+            "which wins over ~/.ray/auth_token)"
+        )
+    return None
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -94,11 +127,13 @@ def _excerpt(body: str, limit: int = 300) -> str:
 class RayJobsClient:
     """One dashboard. Blocking; every method raises TargetUnavailable when the dashboard cannot be reached."""
 
-    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT, token: RayToken | None = None) -> None:
+        """Without ``token`` it is looked up now (targets/ray_auth.py; RayTokenError when misconfigured)."""
         if not address.startswith(("http://", "https://")):
             raise InvalidTargetInput(f"a Ray dashboard address must be http(s)://, got {address[:80]!r}")
         self.address = address.rstrip("/")
         self.timeout = timeout
+        self._token = token if token is not None else find_token()
 
     def __repr__(self) -> str:
         return f"RayJobsClient({self.address!r})"
@@ -112,6 +147,8 @@ class RayJobsClient:
         headers = {"Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = "application/json"
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token.value}"
         # The address was checked to be http(s) (ray_clusters.normalise_address); no file:// or custom schemes.
         request = urllib.request.Request(self.address + path, data=data, method=method, headers=headers)  # noqa: S310
         try:
@@ -119,6 +156,11 @@ class RayJobsClient:
                 raw = response.read(MAX_RESPONSE_BYTES + 1)
         except urllib.error.HTTPError as exc:
             text = exc.read(64 << 10).decode("utf-8", "replace") if exc.fp else ""
+            if self._token is not None:  # never echo our own token, whatever the server (or a proxy) answered
+                text = text.replace(self._token.value, "***")
+            auth = auth_error_message(self.address, exc.code, self._token)
+            if auth is not None:
+                raise RayAuthError(auth, exc.code, text) from None
             raise RayApiError(
                 f"Ray dashboard {self.address}: {method} {path.split('?')[0]} → HTTP {exc.code}: {_excerpt(text)}",
                 exc.code,

@@ -2,6 +2,10 @@
 
 Kept apart from targets/ray_clusters.py (the configuration, no network) because probing needs
 RayTarget, and targets/ray.py already imports ray_clusters.
+
+A cluster that wants a token we do not have (or refuses ours) is listed as "unauthorized", and a
+token source that cannot be read (RAY_AUTH_TOKEN_PATH) as "misconfigured": both with the message
+that says what to set, not as "unreachable" (retrying would not help).
 """
 
 from __future__ import annotations
@@ -10,20 +14,25 @@ import anyio
 
 from verl_async_dapo.targets.base import ContainerInfo, TargetError, TargetKind, TargetUnavailable
 from verl_async_dapo.targets.ray import RayTarget
+from verl_async_dapo.targets.ray_api import RayAuthError
+from verl_async_dapo.targets.ray_auth import RayTokenError
 from verl_async_dapo.targets.ray_clusters import RAY_PREFIX, configured_clusters, resolve
 
 LIST_TIMEOUT = 3.0
 
 
 async def ray_cluster_info(name: str, address: str | None = None, *, timeout: float = LIST_TIMEOUT) -> ContainerInfo:
-    """One configured cluster as a choice; ``state`` "unreachable" (with the reason) instead of raising."""
+    """One configured cluster as a choice; ``state`` "unreachable" / "unauthorized" / "misconfigured" (with the
+    reason) instead of raising."""
     target = RayTarget(name, address)
     try:
         with anyio.fail_after(timeout):
             resources = await target.resources()
     except (TargetError, TimeoutError) as exc:
         reason = str(exc) if isinstance(exc, TargetError) else f"no answer within {timeout:g} s"
-        return ContainerInfo(name=target.name, kind=TargetKind.RAY, state="unreachable", note=reason)
+        state = "unauthorized" if isinstance(exc, RayAuthError) else "unreachable"
+        state = "misconfigured" if isinstance(exc, RayTokenError) else state
+        return ContainerInfo(name=target.name, kind=TargetKind.RAY, state=state, note=reason)
     version = f"Ray {resources.ray_version}" if resources.ray_version else "Ray"
     return ContainerInfo(
         name=target.name, kind=TargetKind.RAY, state="available", gpus=resources.describe(),
@@ -49,9 +58,12 @@ async def list_ray_clusters() -> list[ContainerInfo]:
 
 
 async def find_ray_cluster(name: str) -> ContainerInfo:
-    """The entry for ``ray:<name>``; TargetError when unknown, TargetUnavailable when it does not answer."""
+    """The entry for ``ray:<name>``; TargetError when unknown or its token is wrong or missing,
+    TargetUnavailable when it does not answer."""
     address = resolve(name)
     info = await ray_cluster_info(name, address, timeout=10.0)
-    if info.state != "available":
+    if info.state == "unreachable":
         raise TargetUnavailable(f"{info.name}: {info.note}")
+    if info.state != "available":
+        raise TargetError(f"{info.name}: {info.note}")
     return info
