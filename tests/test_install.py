@@ -1,0 +1,55 @@
+"""`pip install .` builds a wheel that works on its own: installed into a fresh venv (its dependencies borrowed from
+the test venv, so no index is needed), the console script answers ``--help``, serves MCP over stdio, and the
+package is the installed copy, not this checkout (an editable install would hide a file missing from the wheel)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import anyio
+from mcp.client.stdio import StdioServerParameters
+
+from mcp import Client
+
+REPO = Path(__file__).resolve().parents[1]
+EXPECTED_TOOLS = 10
+
+
+def _fresh_install(tmp_path: Path) -> Path:
+    """A venv holding only the built wheel; returns its bin directory."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO)],
+                   check=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    (wheel,) = wheels.glob("verl_async_dapo-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    # The dependencies, as a plain path: .pth files there (the checkout's editable hook) are not processed.
+    (site / "borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-index", str(wheel)], check=True, timeout=600, cwd=tmp_path)  # fmt: skip
+    return venv / "bin"
+
+
+def test_the_built_wheel_installs_and_serves(tmp_path: Path) -> None:
+    bin_dir = _fresh_install(tmp_path)
+    env = {"HOME": str(tmp_path), "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state"),
+           "VERL_ASYNC_DAPO_CONFIG_DIR": str(tmp_path / "config"), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    where = subprocess.run([str(bin_dir / "python"), "-c", "import verl_async_dapo; print(verl_async_dapo.__file__)"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout
+    helped = subprocess.run([str(bin_dir / "verl-async-dapo"), "--help"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, check=False)  # fmt: skip
+    assert helped.returncode == 0 and "serve" in helped.stdout, helped.stderr
+
+    async def serve() -> list[str]:
+        params = StdioServerParameters(command=str(bin_dir / "verl-async-dapo"), args=["serve"], env=env,
+                                       cwd=str(tmp_path))  # fmt: skip
+        async with Client(params, mode="legacy") as client:
+            return [t.name for t in (await client.list_tools()).tools]
+
+    names = anyio.run(serve)
+    assert len(names) == EXPECTED_TOOLS and "start_training" in names, names
