@@ -33,7 +33,13 @@ async def test_contradictory_or_oversized_feature_lists_are_refused(
     async with connect() as c:
         await ok(c, "select_container", {"name": "host"})
         await ok(c, "set_proxy", {})
-        await refused(c, "choose_features", {"names": names})
+        before = await ok(c, "get_session")
+        message = await refused(c, "choose_features", {"names": names})
+        assert message.strip(), "a refusal must say why"
+        # Nothing was stored: the session is exactly as before and still waits for the features answer.
+        after = await ok(c, "get_session")
+        assert after == before
+        assert after["next_question"] == "features"
 
 
 @pytest.mark.parametrize(

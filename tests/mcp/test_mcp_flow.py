@@ -157,8 +157,14 @@ async def test_session_resource_matches_get_session(connect: Callable[..., Any])
 
 async def test_log_resource_refuses_bad_and_unknown_run_ids(connect: Callable[..., Any]) -> None:
     async with connect() as c:
-        for uri in ("verl-async-dapo://runs/not-a-run/log", "verl-async-dapo://runs/run_doesnotexist/log"):
-            with pytest.raises(Exception, match=r"run"):
+        # Each refusal is matched on its own reason: the URI itself contains "runs", so a bare "run" would match
+        # any error at all (a crash included).
+        cases = (
+            ("verl-async-dapo://runs/not-a-run/log", r"'not-a-run' is not a run id \(run_…\)"),
+            ("verl-async-dapo://runs/run_doesnotexist/log", r"unknown run 'run_doesnotexist'; get_progress shows"),
+        )
+        for uri, reason in cases:
+            with pytest.raises(Exception, match=reason):
                 await c.read_resource(uri)
 
 

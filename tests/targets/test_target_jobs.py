@@ -174,10 +174,20 @@ async def test_job_dir_holding_a_job_is_refused(env: Env) -> None:
         await start(env, "once", ["true"])
 
 
-async def test_launcher_failure_is_reported(env: Env) -> None:
-    with pytest.raises(TargetError):
+async def test_missing_working_directory_is_reported(env: Env) -> None:
+    with pytest.raises(TargetError, match=r"working directory|is a directory"):
         await env.target.start_detached(
             ["true"], env={}, cwd=f"{env.work}/missing-dir", job_dir=f"{env.work}/j", log_path=f"{env.work}/j.log"
+        )
+
+
+async def test_launcher_failure_is_reported(env: Env) -> None:
+    # The cwd exists, so every check before the launcher passes; the launcher itself fails: its job_dir lies under a
+    # regular file, so its `mkdir -p` exits 97 before a pgid is written.
+    await env.target.write_file(f"{env.work}/plain-file", b"x")
+    with pytest.raises(TargetError, match=r"the launcher exited with code 97 before the job started"):
+        await env.target.start_detached(
+            ["true"], env={}, cwd=env.work, job_dir=f"{env.work}/plain-file/j", log_path=f"{env.work}/j.log"
         )
 
 

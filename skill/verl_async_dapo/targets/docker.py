@@ -166,8 +166,12 @@ class DockerTarget(Target):
         check_target_path(cwd, "cwd")
         exec_env(env)  # validate before anything runs
         pgid_path = posixpath.join(job_dir, "pgid")
-        if (await self.paths_exist([pgid_path]))[pgid_path]:
+        exists = await self.paths_exist([pgid_path, cwd])
+        if exists[pgid_path]:
             raise InvalidTargetInput(f"{job_dir} already holds a job (pgid file exists); use a fresh job_dir")
+        if not exists[cwd]:
+            # Checked here because the daemon's own refusal is an OCI runtime message that names no fix.
+            raise TargetError(f"the working directory {cwd} does not exist in {self.name!r}")
         api = await self._api()
         exec_id = await docker_call(
             start_detached_exec, api, self.name, launcher, env=env, cwd=cwd, container=self.name
