@@ -23,17 +23,10 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 def user_facing_error(exc: BaseException) -> str | None:
     """The actionable message for an expected failure, or None for an unexpected one."""
-    from verl_async_dapo.features import FeatureError
-    from verl_async_dapo.flow import FlowError
-    from verl_async_dapo.secret_store import SecretStoreError
-    from verl_async_dapo.sessions import UserInputError
-    from verl_async_dapo.store import StoreError
-    from verl_async_dapo.swanlab import SwanlabConfigError
-    from verl_async_dapo.targets.base import TargetError
+    from verl_async_dapo.exceptions import VerlAsyncDapoError
 
-    # SecretStoreError messages never hold a secret value (by design), only paths and the fix.
-    if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
-                        SecretStoreError)):  # fmt: skip
+    # Every exception of the tree says what to do and never holds a secret value (exceptions.py).
+    if isinstance(exc, VerlAsyncDapoError):
         return str(exc)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"

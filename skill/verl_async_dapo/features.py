@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from verl_async_dapo.exceptions import FeatureError
+
 
 class Feature(str, Enum):
     FLASH_ATTN = "flash_attn"
@@ -67,10 +69,6 @@ GPU_OOM_LADDER: tuple[Feature, ...] = (Feature.OFFLOAD, Feature.RECOMPUTE)
 # Words that mean "use the defaults" (the original skill asks the user to reply "默认").
 DEFAULT_WORDS = frozenset({"default", "defaults", "默认", ""})
 DISABLE_PREFIX = "no_"
-
-
-class FeatureError(ValueError):
-    """A feature name that is not one of the eight, with the list of valid names in the message."""
 
 
 def valid_names_text() -> str:

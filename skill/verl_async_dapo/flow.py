@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from verl_async_dapo.exceptions import FlowError
+
 
 class Question(str, Enum):
     CONTAINER = "container"
@@ -78,10 +80,6 @@ PROMPTS: dict[Question, QuestionPrompt] = {
         "SwanLab monitoring: host and API key",
     ),
 }
-
-
-class FlowError(ValueError):
-    """A call out of order or after the answers were frozen; the message names what to do."""
 
 
 def required_questions(swanlab_preconfigured: bool) -> tuple[Question, ...]:

@@ -17,6 +17,8 @@ import secrets
 import stat
 from pathlib import Path
 
+from verl_async_dapo.exceptions import InsecureFileError, SecretNotFoundError, SecretStoreError
+
 __all__ = [
     "InsecureFileError",
     "SecretNotFoundError",
@@ -30,19 +32,6 @@ __all__ = [
 _REF_RE = re.compile(r"sec_[A-Za-z0-9_-]{32}")
 _LABEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 _MAX_SECRET = 64 * 1024
-
-
-class SecretStoreError(RuntimeError):
-    """A secret could not be stored or read; the message never contains a secret value."""
-
-
-class SecretNotFoundError(SecretStoreError, KeyError):
-    def __str__(self) -> str:  # KeyError would repr() the argument; keep the plain message
-        return str(self.args[0]) if self.args else "secret not found"
-
-
-class InsecureFileError(SecretStoreError):
-    """A file meant to be private is readable or writable by other users."""
 
 
 def write_private_file(path: Path, data: bytes) -> None:

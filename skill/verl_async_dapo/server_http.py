@@ -18,7 +18,7 @@ from typing import Any
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from verl_async_dapo.sessions import UserInputError
+from verl_async_dapo.exceptions import ServeConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +27,6 @@ ALLOWED_HOSTS_ENV = "VERL_ASYNC_DAPO_ALLOWED_HOSTS"
 MIN_TOKEN_LENGTH = 24
 # Exactly the names for which the SDK enables DNS-rebinding protection by itself.
 SDK_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-class ServeConfigError(UserInputError):
-    """The HTTP server refuses to start with this configuration; the message says what to set."""
 
 
 class BearerTokenMiddleware:

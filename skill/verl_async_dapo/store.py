@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verl_async_dapo.exceptions import StoreError
+
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the initial schema.
     """
@@ -65,10 +67,6 @@ _MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 ACTIVE_RUN_STATUSES = ("starting", "running", "retrying")
-
-
-class StoreError(RuntimeError):
-    """The state store cannot be used (disk full, unreadable file, a newer schema)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import re
 from enum import Enum
 from urllib.parse import urlsplit
 
+from verl_async_dapo.exceptions import SwanlabConfigError
+
 __all__ = [
     "PUBLIC_API_HOST",
     "PUBLIC_WEB_HOST",
@@ -26,15 +28,6 @@ PUBLIC_WEB_HOST = "https://swanlab.cn"
 _PUBLIC_HOSTNAMES = frozenset({"swanlab.cn", "www.swanlab.cn", "api.swanlab.cn"})
 _HOSTNAME_RE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 _MAX_KEY = 512
-
-
-class SwanlabConfigError(Exception):
-    """Invalid SwanLab settings; the message says what to fix and never contains the API key.
-
-    Deliberately not a ValueError: raised inside a pydantic validator it propagates as itself
-    instead of becoming a ValidationError, whose ``errors()`` would carry the rejected input (the
-    key) even with ``hide_input_in_errors``.
-    """
 
 
 class SwanlabMode(str, Enum):

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetGone, TargetUnavailable  # noqa: F401 - re-exported
+
 MANAGED_LABEL = "io.verl-async-dapo.managed"
 HOST_TARGET_NAME = "host"  # the "no container" choice offered by list_containers
 
@@ -41,26 +43,6 @@ class TargetKind(str, Enum):
     DOCKER = "docker"
     HOST = "host"
     RAY = "ray"
-
-
-class TargetError(RuntimeError):
-    """A target operation failed; the message says what is missing and how to fix it."""
-
-
-class TargetUnavailable(TargetError):
-    """The target cannot be reached at all (no Docker Engine, container gone, cluster down)."""
-
-
-class TargetGone(TargetUnavailable):
-    """The target itself no longer exists or is not running: every job that ran in it is dead.
-
-    Unlike an unreachable Docker Engine (which may come back with the job still running), this is final
-    for the attempt, so the supervisor records it instead of waiting forever.
-    """
-
-
-class InvalidTargetInput(TargetError, ValueError):
-    """A name, path, image or value was refused before anything ran (catchable as either base)."""
 
 
 # Exit code reported by Target.run when the program itself does not exist in the target.

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from verl_async_dapo.exceptions import EnvError
+
 # verl.md §11: unbuffered logs, no Ray line folding, full Hydra errors; DAPO's runtime env sets
 # TORCH_NCCL_AVOID_RECORD_STREAMS.
 BASE_ENV: dict[str, str] = {
@@ -33,10 +35,6 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"})
 # A secret shorter than this cannot be checked for leaks without false alarms ("1" is in "0.1").
 MIN_SECRET_LENGTH = 8
-
-
-class EnvError(ValueError):
-    """An environment entry that would put a secret into the plan, or an invalid name."""
 
 
 def has_credentials(value: str) -> bool:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from verl_async_dapo.exceptions import OverrideError
+
 Prefix = Literal["", "+", "++"]
 Scalar = bool | int | float | str | None
 Value = Scalar | tuple[str, ...]
@@ -21,10 +23,6 @@ Value = Scalar | tuple[str, ...]
 _BARE_RE = re.compile(r"[A-Za-z_/][A-Za-z0-9_./\-]*")
 _RESERVED_WORDS = frozenset({"true", "false", "null", "nan", "inf"})
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-class OverrideError(ValueError):
-    """An override that cannot be rendered safely, or a key set twice in one plan."""
 
 
 def _quote(text: str, quote: str) -> str:

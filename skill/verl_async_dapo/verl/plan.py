@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from verl_async_dapo.exceptions import PlanError, SecretLeakError
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings, check_name_text
 from verl_async_dapo.verl.dapo import WorkflowInput, build_workflow_overrides
@@ -24,14 +25,6 @@ from verl_async_dapo.verl.profiles import VersionProfile, profile_for_version
 from verl_async_dapo.verl.versions import VersionError
 
 SUPPORTED_ROLLOUTS = ("vllm", "sglang")
-
-
-class PlanError(ValueError):
-    """The request cannot become a launch plan; the message says what to change."""
-
-
-class SecretLeakError(PlanError):
-    """A secret value given to the builder would appear in the plan (names the field, not the value)."""
 
 
 class PlanRequest(BaseModel):

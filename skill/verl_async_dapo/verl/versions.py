@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from functools import total_ordering
 
+from verl_async_dapo.exceptions import VersionError
+
 _VERSION_RE = re.compile(
     r"""
     ^\s*v?
@@ -22,10 +24,6 @@ _VERSION_RE = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
-
-
-class VersionError(ValueError):
-    """A verl version string that cannot be parsed or that no profile covers."""
 
 
 @total_ordering

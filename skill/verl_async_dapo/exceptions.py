@@ -1,0 +1,136 @@
+"""Every exception this package raises on purpose, in one tree (after httpx/_exceptions.py).
+
+    VerlAsyncDapoError                  expected failures: the message says what to do, never holds a secret
+    ├── InputError                      the caller's input is wrong; nothing was changed
+    │   ├── UserInputError              (a ValueError) an answer, argument, flag or variable to fix
+    │   │   ├── FlowError               a call out of order, or after the answers were frozen
+    │   │   ├── FeatureError            not one of the eight features
+    │   │   ├── ServeConfigError        the HTTP server's configuration
+    │   │   ├── VersionError            a verl version no profile covers
+    │   │   ├── OverrideError           a Hydra override that cannot be rendered safely
+    │   │   ├── EnvError                an environment entry that would carry a secret
+    │   │   └── PlanError               the request cannot become a launch plan
+    │   │       └── SecretLeakError
+    │   └── SwanlabConfigError          (deliberately not a ValueError: see the class)
+    ├── TargetError                     (a RuntimeError) Docker, the host or Ray could not do it
+    │   ├── TargetUnavailable           the target cannot be reached at all
+    │   │   └── TargetGone              ... and never will again: its jobs are dead
+    │   ├── InvalidTargetInput          (also an InputError and a ValueError) a bad name, path or argv
+    │   └── (targets/ray_auth.py RayTokenError, targets/ray_api.py RayApiError → RayAuthError)
+    └── StateError                      (a RuntimeError) our own state cannot be used
+        ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
+        └── SecretStoreError            a secret could not be stored or read
+            ├── SecretNotFoundError     (also a KeyError)
+            └── InsecureFileError
+
+Faces catch ``VerlAsyncDapoError`` and show its message (errors.py); anything else is a bug and propagates. The
+stdlib bases are the ones each class had before the tree existed, so ``except ValueError`` around a parser still
+catches what it caught. The classes are re-exported from the modules that raise them (``flow.FlowError``,
+``targets.base.TargetError``, ...), so either import works; new code imports from here, and no module needs to
+import a service just for one of these.
+"""
+
+from __future__ import annotations
+
+
+class VerlAsyncDapoError(Exception):
+    """An expected failure; the message says what is wrong and how to fix it, and never contains a secret."""
+
+
+# -- input --------------------------------------------------------------------------------------------------------
+
+
+class InputError(VerlAsyncDapoError):
+    """The caller's input is wrong; nothing was changed."""
+
+
+class UserInputError(InputError, ValueError):
+    """Bad input from the user or the agent; the message says how to fix it. Nothing was changed."""
+
+
+class FlowError(UserInputError):
+    """A call out of order or after the answers were frozen; the message names what to do."""
+
+
+class FeatureError(UserInputError):
+    """A feature name that is not one of the eight, with the list of valid names in the message."""
+
+
+class ServeConfigError(UserInputError):
+    """The HTTP server refuses to start with this configuration; the message says what to set."""
+
+
+class VersionError(UserInputError):
+    """A verl version string that cannot be parsed or that no profile covers."""
+
+
+class OverrideError(UserInputError):
+    """An override that cannot be rendered safely, or a key set twice in one plan."""
+
+
+class EnvError(UserInputError):
+    """An environment entry that would put a secret into the plan, or an invalid name."""
+
+
+class PlanError(UserInputError):
+    """The request cannot become a launch plan; the message says what to change."""
+
+
+class SecretLeakError(PlanError):
+    """A secret value given to the builder would appear in the plan (names the field, not the value)."""
+
+
+class SwanlabConfigError(InputError):
+    """Invalid SwanLab settings; the message says what to fix and never contains the API key.
+
+    Deliberately not a ValueError: raised inside a pydantic validator it propagates as itself
+    instead of becoming a ValidationError, whose ``errors()`` would carry the rejected input (the
+    key) even with ``hide_input_in_errors``.
+    """
+
+
+# -- targets ------------------------------------------------------------------------------------------------------
+
+
+class TargetError(VerlAsyncDapoError, RuntimeError):
+    """A target operation failed; the message says what is missing and how to fix it."""
+
+
+class TargetUnavailable(TargetError):
+    """The target cannot be reached at all (no Docker Engine, container gone, cluster down)."""
+
+
+class TargetGone(TargetUnavailable):
+    """The target itself no longer exists or is not running: every job that ran in it is dead.
+
+    Unlike an unreachable Docker Engine (which may come back with the job still running), this is final
+    for the attempt, so the supervisor records it instead of waiting forever.
+    """
+
+
+class InvalidTargetInput(TargetError, InputError, ValueError):
+    """A name, path, image or value was refused before anything ran (catchable as either base)."""
+
+
+# -- our own state ------------------------------------------------------------------------------------------------
+
+
+class StateError(VerlAsyncDapoError, RuntimeError):
+    """Our own state (the DB, the secret store) cannot be used; the message says what to fix."""
+
+
+class StoreError(StateError):
+    """The state store cannot be used (disk full, unreadable file, a newer schema)."""
+
+
+class SecretStoreError(StateError):
+    """A secret could not be stored or read; the message never contains a secret value."""
+
+
+class SecretNotFoundError(SecretStoreError, KeyError):
+    def __str__(self) -> str:  # KeyError would repr() the argument; keep the plain message
+        return str(self.args[0]) if self.args else "secret not found"
+
+
+class InsecureFileError(SecretStoreError):
+    """A file meant to be private is readable or writable by other users."""
