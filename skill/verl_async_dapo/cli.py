@@ -92,12 +92,9 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
-    from verl_async_dapo.preflight import run_preflight
-    from verl_async_dapo.runs import settings_with
-    from verl_async_dapo.targets.registry import get_target
+    from verl_async_dapo.runs import preflight
 
-    settings = settings_with(_ctx(), {"mode": args.mode, "framework": args.framework})
-    report = anyio.run(run_preflight, get_target(args.container), settings)
+    report = anyio.run(preflight, _ctx(), args.container, {"mode": args.mode, "framework": args.framework})
     if args.json:
         _print_json(report.to_dict())
     else:

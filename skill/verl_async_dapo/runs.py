@@ -20,13 +20,14 @@ from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.errors import describe_validation_error
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
-from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, UserInputError, preconfigured_swanlab
+from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_id
 from verl_async_dapo.targets.base import JobHandle, TargetError
@@ -71,6 +72,11 @@ def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer |
     key_ref = ctx.secrets.put(configured.api_key.get_secret_value(), label="swanlab") if configured.api_key else None
     return SwanlabAnswer(mode=configured.mode.value, host=configured.host, key_ref=key_ref,
                          log_dir=configured.log_dir, source=configured.source)  # fmt: skip
+
+
+async def preflight(ctx: AppContext, target_name: str, params: dict[str, Any]) -> PreflightReport:
+    """The checks before a launch, against ``target_name`` with the environment's settings plus ``params``."""
+    return await run_preflight(get_target(target_name), settings_with(ctx, params))
 
 
 async def start_training(

@@ -36,11 +36,9 @@ from verl_async_dapo.server_app import (
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
 if TYPE_CHECKING:
     from verl_async_dapo import runs, sessions
-    from verl_async_dapo.targets import registry
 else:
     runs = lazy_module("verl_async_dapo.runs")
     sessions = lazy_module("verl_async_dapo.sessions")
-    registry = lazy_module("verl_async_dapo.targets.registry")
 
 # start_training's parameters, named as TrainingSettings fields (None = environment/default).
 TRAINING_PARAMS = ("mode", "framework", "model_path", "train_file", "val_file", "train_steps", "trainer_gpus",
@@ -65,7 +63,7 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     the reason Docker is unreachable)."""
     app = app_of(ctx)
     with service_errors(app):
-        targets = await registry.list_targets()
+        targets = await sessions.list_targets()
         view = sessions.view(app)
     containers = [wire.ContainerOut(name=t.name, kind=t.kind.value, state=t.state, image=t.image, gpus=t.gpus,
                                managed=t.managed, note=t.note) for t in targets]  # fmt: skip

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from verl_async_dapo.features import FEATURE_ORDER
 
 if TYPE_CHECKING:
-    from verl_async_dapo.targets.base import CreateSpec
+    from verl_async_dapo.sessions import CreateSpec
 
 # Docker's own container-name rule (targets.base.CONTAINER_NAME_RE); checked here too so a
 # name with shell metacharacters is refused before any service runs.
@@ -151,7 +151,7 @@ class CreateContainerIn(BaseModel):
     ] = {}
 
     def to_spec(self) -> CreateSpec:
-        from verl_async_dapo.targets.base import CreateSpec
+        from verl_async_dapo.sessions import CreateSpec
 
         return CreateSpec(name=self.name, image=self.image, gpus=self.gpus, shm_size=self.shm_size,
                           mounts=dict(self.mounts))  # fmt: skip

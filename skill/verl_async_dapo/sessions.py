@@ -22,6 +22,7 @@ from verl_async_dapo.answers import (
     normalise_proxy_value,
 )
 from verl_async_dapo.app import AppContext
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.features import FeatureError
 from verl_async_dapo.flow import (
     PROMPTS,
@@ -33,12 +34,9 @@ from verl_async_dapo.flow import (
     next_step_text,
     session_state,
 )
-from verl_async_dapo.targets.base import CreateSpec, TargetError
+from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
-
-
-class UserInputError(ValueError):
-    """Bad input from the user or the agent; the message says how to fix it. Nothing was changed."""
+from verl_async_dapo.targets.registry import list_targets as list_all_targets
 
 
 class SessionView(BaseModel):
@@ -139,6 +137,12 @@ def _session_for(ctx: AppContext, question: Question, session_id: str | None = N
     run_state, _ = _run_state(ctx, sid)
     check_answer_allowed(question, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None, run_state)
     return sid
+
+
+async def list_targets() -> list[ContainerInfo]:
+    """Question 1's choices: the host, the Docker containers and the configured Ray clusters (never raises for a
+    missing Docker Engine: the host entry's note then says why)."""
+    return await list_all_targets()
 
 
 async def select_container(

@@ -1,0 +1,113 @@
+"""The session and run services called directly, without an MCP client or the CLI (as mcp-server-git tests its
+plain functions): the question order, refusals that store nothing, secrets kept out of the state DB, and the run
+service's answers before any run exists.
+
+These are the functions both faces call; the MCP tests (tests/mcp) check the rendering on top of them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from verl_async_dapo import runs, sessions
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.exceptions import FlowError, UserInputError
+
+PROXY_PASSWORD = "pw-canary-7f3e91"
+
+
+@pytest.fixture
+def ctx(tmp_path: Path) -> AppContext:
+    # An empty environment: no SwanLab configuration, no proxies, no Ray token from the developer's shell.
+    return AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={})
+
+
+def _db_text(ctx: AppContext) -> str:
+    """Every value in every table of the state DB, as text (WAL included: read through SQLite itself)."""
+    con = sqlite3.connect(ctx.home / "state.db")
+    try:
+        tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return "\n".join(repr(row) for t in tables for row in con.execute(f'SELECT * FROM "{t}"'))  # noqa: S608
+    finally:
+        con.close()
+
+
+async def test_the_questions_are_answered_in_order_and_each_answer_moves_the_session_on(ctx: AppContext) -> None:
+    first = sessions.view(ctx)
+    assert (first.session_id, first.next_question) == (None, "container")
+    view = await sessions.select_container(ctx, name="host")
+    assert (view.next_question, view.answers["container"]["kind"]) == ("proxy", "host")
+    view = sessions.set_proxy(ctx)
+    assert view.next_question == "features"
+    view = sessions.choose_features(ctx, ["default"])
+    assert view.next_question == "swanlab"
+    assert view.state == "ask_swanlab"
+
+
+async def test_an_answer_out_of_order_is_refused_and_stores_nothing(ctx: AppContext) -> None:
+    with pytest.raises(FlowError, match="select_container"):
+        sessions.set_proxy(ctx)
+    assert ctx.store.current_session() is None  # no session was created by the refused call
+    await sessions.select_container(ctx, name="host")
+    before = sessions.view(ctx)
+    with pytest.raises(FlowError):
+        sessions.choose_features(ctx, ["default"])  # the proxy question comes first
+    assert sessions.view(ctx) == before
+
+
+async def test_a_bad_feature_list_is_refused_with_the_valid_names_and_stores_nothing(ctx: AppContext) -> None:
+    await sessions.select_container(ctx, name="host")
+    sessions.set_proxy(ctx)
+    before = sessions.view(ctx)
+    with pytest.raises(UserInputError, match="turbo_mode") as refused:
+        sessions.choose_features(ctx, ["flash_attn", "turbo_mode"])
+    assert "offload" in str(refused.value)  # the valid names are listed
+    assert sessions.view(ctx) == before
+
+
+async def test_proxy_credentials_go_to_the_secret_store_never_to_the_state_db(ctx: AppContext) -> None:
+    await sessions.select_container(ctx, name="host")
+    view = sessions.set_proxy(ctx, http_proxy=f"http://alice:{PROXY_PASSWORD}@proxy.example:3128")
+    answer = view.answers["proxy"]
+    assert PROXY_PASSWORD not in repr(answer)
+    assert answer["secret_ref"]
+    assert PROXY_PASSWORD not in _db_text(ctx)
+    assert PROXY_PASSWORD in ctx.secrets.get(answer["secret_ref"])
+
+
+async def test_swanlab_from_the_environment_skips_the_fourth_question(tmp_path: Path) -> None:
+    ctx = AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={"SWANLAB_MODE": "local"})
+    await sessions.select_container(ctx, name="host")
+    sessions.set_proxy(ctx)
+    view = sessions.choose_features(ctx, [])
+    assert view.swanlab_preconfigured and view.swanlab_source == "env"
+    assert view.next_question is None
+    assert view.state == "ready"
+
+
+async def test_select_container_needs_exactly_one_of_name_and_create(ctx: AppContext) -> None:
+    with pytest.raises(UserInputError, match="either name"):
+        await sessions.select_container(ctx)
+    assert ctx.store.current_session() is None
+
+
+def test_the_run_service_before_any_run(ctx: AppContext) -> None:
+    assert runs.list_runs(ctx) == []
+    with pytest.raises(UserInputError, match="no run yet"):
+        runs.check_errors(ctx)
+    with pytest.raises(UserInputError, match="not a run id"):
+        runs.resolve_run(ctx, "../../etc/passwd")
+    with pytest.raises(UserInputError, match="unknown run 'run_doesnotexist'"):
+        runs.resolve_run(ctx, "run_doesnotexist")
+
+
+async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:
+    with pytest.raises(UserInputError, match="select_container"):
+        await runs.start_training(ctx, {})
+    await sessions.select_container(ctx, name="host")
+    with pytest.raises(FlowError):
+        await runs.start_training(ctx, {})
+    assert runs.list_runs(ctx) == []
