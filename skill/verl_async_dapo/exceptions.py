@@ -19,6 +19,7 @@
     │   └── (targets/ray_auth.py RayTokenError, targets/ray_api.py RayApiError → RayAuthError)
     └── StateError                      (a RuntimeError) our own state cannot be used
         ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
+        ├── TerminalStateError          a run or attempt that has ended cannot change its status again
         └── SecretStoreError            a secret could not be stored or read
             ├── SecretNotFoundError     (also a KeyError)
             └── InsecureFileError
@@ -121,6 +122,11 @@ class StateError(VerlAsyncDapoError, RuntimeError):
 
 class StoreError(StateError):
     """The state store cannot be used (disk full, unreadable file, a newer schema)."""
+
+
+class TerminalStateError(StateError):
+    """A run or attempt that reached a terminal status cannot change it (status.py). Not a StoreError: retrying
+    the write can never succeed, so nothing may treat it as a transient failure of the store."""
 
 
 class SecretStoreError(StateError):

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verl_async_dapo.exceptions import StoreError
+from verl_async_dapo.exceptions import StoreError, TerminalStateError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus  # noqa: F401 - ACTIVE_RUN_STATUSES re-exported
 
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the initial schema.
@@ -66,16 +67,13 @@ _MIGRATIONS: tuple[str, ...] = (
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
-ACTIVE_RUN_STATUSES = ("starting", "running", "retrying")
-
-
 @dataclass(frozen=True)
 class RunRow:
     id: str
     session_id: str
     created_at: float
     updated_at: float
-    status: str
+    status: RunStatus
     target: str
     spec: dict[str, Any]
     supervisor_pid: int | None
@@ -93,7 +91,7 @@ class RunRow:
 class AttemptRow:
     run_id: str
     n: int
-    status: str
+    status: AttemptStatus
     config: dict[str, Any]
     overrides: list[str]
     override_diff: list[str]
@@ -281,6 +279,8 @@ class Store:
         return found[0] if found else None
 
     def update_run(self, run_id: str, **fields: Any) -> None:
+        """Change a run's fields. A status change is checked (status.py): none out of a terminal status, and
+        ``ended_at`` is stamped on entering one unless given."""
         allowed = {
             "status", "supervisor_pid", "heartbeat_at", "progress", "progress_at", "swanlab_url",
             "final_reason", "suggestions", "ended_at", "stop_requested",
@@ -290,9 +290,22 @@ class Store:
             raise ValueError(f"not run fields: {sorted(unknown)}")
         encoded = {k: _dumps(v) if k in {"progress", "suggestions"} and v is not None else v for k, v in fields.items()}
         encoded["updated_at"] = time.time()
-        assignments = ", ".join(f"{k}=?" for k in encoded)
         with self.transaction() as conn:
+            if "status" in fields:
+                row = conn.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
+                _check_transition(f"run {run_id}", RunStatus, row[0] if row else None, fields["status"], encoded)
+            assignments = ", ".join(f"{k}=?" for k in encoded)
             conn.execute(f"UPDATE runs SET {assignments} WHERE id=?", (*encoded.values(), run_id))  # noqa: S608
+
+    def end_run(self, run_id: str, status: RunStatus | str, *, final_reason: str | None = None,
+                suggestions: list[str] | None = None) -> None:  # fmt: skip
+        """Put a run into a terminal status (stamps ``ended_at``); refused for a run that already ended otherwise."""
+        if not RunStatus(status).is_terminal():
+            raise ValueError(f"{status} is not a terminal run status")
+        fields: dict[str, Any] = {"status": RunStatus(status).value, "final_reason": final_reason}
+        if suggestions is not None:
+            fields["suggestions"] = suggestions
+        self.update_run(run_id, **fields)
 
     # -- attempts ---------------------------------------------------------------------------
 
@@ -306,6 +319,7 @@ class Store:
             )
 
     def update_attempt(self, run_id: str, n: int, **fields: Any) -> None:
+        """Change an attempt's fields; a status change is checked like a run's (see update_run)."""
         allowed = {"status", "job", "exit_code", "error", "decision", "ended_at"}
         unknown = set(fields) - allowed
         if unknown:
@@ -313,9 +327,19 @@ class Store:
         encoded = {
             k: _dumps(v) if k in {"job", "error", "decision"} and v is not None else v for k, v in fields.items()
         }
-        assignments = ", ".join(f"{k}=?" for k in encoded)
         with self.transaction() as conn:
+            if "status" in fields:
+                row = conn.execute("SELECT status FROM attempts WHERE run_id=? AND n=?", (run_id, n)).fetchone()
+                _check_transition(f"attempt {n} of run {run_id}", AttemptStatus, row[0] if row else None,
+                                  fields["status"], encoded)  # fmt: skip
+            assignments = ", ".join(f"{k}=?" for k in encoded)
             conn.execute(f"UPDATE attempts SET {assignments} WHERE run_id=? AND n=?", (*encoded.values(), run_id, n))  # noqa: S608
+
+    def end_attempt(self, run_id: str, n: int, status: AttemptStatus | str, **fields: Any) -> None:
+        """Put an attempt into a terminal status (stamps ``ended_at``)."""
+        if not AttemptStatus(status).is_terminal():
+            raise ValueError(f"{status} is not a terminal attempt status")
+        self.update_attempt(run_id, n, status=AttemptStatus(status).value, **fields)
 
     def attempts(self, run_id: str) -> list[AttemptRow]:
         rows = self._conn.execute("SELECT * FROM attempts WHERE run_id=? ORDER BY n", (run_id,))
@@ -349,9 +373,28 @@ def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, ses
     )
 
 
+def _check_transition(what: str, kind: type[RunStatus] | type[AttemptStatus], current: str | None, new: Any,
+                      encoded: dict[str, Any]) -> None:  # fmt: skip
+    """Refuse leaving a terminal status; stamp ``ended_at`` on entering one (into ``encoded``, the row's update)."""
+    try:
+        target = kind(new)
+    except ValueError:
+        raise ValueError(f"{new!r} is not a {kind.__name__}: one of {', '.join(s.value for s in kind)}") from None
+    encoded["status"] = target.value
+    if current is None:
+        return  # no such row: the UPDATE changes nothing, as before
+    was = kind(current)
+    if was.is_terminal():
+        if target is not was:
+            raise TerminalStateError(f"{what} has already ended as {was.value}; it cannot become {target.value}")
+        return
+    if target.is_terminal() and encoded.get("ended_at") is None:
+        encoded["ended_at"] = time.time()
+
+
 def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
     return RunRow(
-        id=r[0], session_id=r[1], created_at=r[2], updated_at=r[3], status=r[4], target=r[5],
+        id=r[0], session_id=r[1], created_at=r[2], updated_at=r[3], status=RunStatus(r[4]), target=r[5],
         spec=json.loads(r[6]), supervisor_pid=r[7], heartbeat_at=r[8], progress=_loads(r[9]),
         progress_at=r[10], swanlab_url=r[11], final_reason=r[12], suggestions=_loads(r[13]) or [],
         ended_at=r[14], stop_requested=bool(r[15]),
@@ -360,7 +403,7 @@ def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
 
 def _attempt_row(r: sqlite3.Row | tuple[Any, ...]) -> AttemptRow:
     return AttemptRow(
-        run_id=r[0], n=r[1], status=r[2], config=json.loads(r[3]), overrides=json.loads(r[4]),
+        run_id=r[0], n=r[1], status=AttemptStatus(r[2]), config=json.loads(r[3]), overrides=json.loads(r[4]),
         override_diff=json.loads(r[5]), reason=r[6], job=_loads(r[7]), exit_code=r[8],
         error=_loads(r[9]), decision=_loads(r[10]), started_at=r[11], ended_at=r[12],
     )  # fmt: skip
