@@ -19,7 +19,7 @@ _DOTTED_KEY_RE = re.compile(
     r"|rollout|actor|ref|model)\.[a-z_][\w]*(?:\.[a-z_]\w*)*)"
 )
 # Names verl's messages use for a config key.
-_ALIASES: dict[str, str] = {
+KEY_ALIASES: dict[str, str] = {
     "infer_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
     "ppo_mini_batch_size": "actor_rollout_ref.actor.ppo_mini_batch_size",
     "ppo_micro_batch_size_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
@@ -32,7 +32,7 @@ _ALIASES: dict[str, str] = {
     "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
     "max_num_batched_tokens": "actor_rollout_ref.rollout.max_num_batched_tokens",
 }
-_ALIAS_RE = re.compile(r"\b(" + "|".join(sorted(_ALIASES, key=len, reverse=True)) + r")\b")
+_ALIAS_RE = re.compile(r"\b(" + "|".join(sorted(KEY_ALIASES, key=len, reverse=True)) + r")\b")
 # Where verl validates its config: worker construction and the config classes.
 _INIT_FUNCS = frozenset(
     {"__init__", "__post_init__", "init_model", "_validate_config", "validate_config", "check_mutually_exclusive"}
@@ -54,7 +54,7 @@ def config_key_hint(*texts: str | None) -> str | None:
             return f"actor_rollout_ref.{key}" if key.startswith(("rollout.", "actor.", "ref.")) else key
         alias = _ALIAS_RE.search(text)
         if alias:
-            return _ALIASES[alias.group(1)]
+            return KEY_ALIASES[alias.group(1)]
     return None
 
 
