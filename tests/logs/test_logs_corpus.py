@@ -206,3 +206,9 @@ def test_a_launcher_timestamp_before_each_line_does_not_hide_the_error() -> None
     primary = classify(_text("unknown__python_exception__reward_fn_data_source_timestamped")).primary
     assert primary is not None
     assert (primary.kind, primary.detail) == ("python_exception", "NotImplementedError")
+
+
+def test_a_worker_dying_itself_is_still_the_failure_when_it_prints_it() -> None:
+    # Only an actor's death *reported by another worker* steps aside; a worker's own crash does not.
+    primary = classify("(WorkerDict pid=5) Fatal Python error: Segmentation fault\n").primary
+    assert primary is not None and (primary.category, primary.kind) == (ErrorCategory.WORKER_DIED, "segfault")

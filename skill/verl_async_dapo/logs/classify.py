@@ -230,7 +230,9 @@ def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
             if category is ErrorCategory.GPU_OOM and rule.kind != "nccl_cuda_oom" and in_rollout:
                 category = ErrorCategory.ROLLOUT_OOM
             hit = _Hit(rule, category, rule.kind, index, _detail(match), phase)
-            hit.demoted = category is ErrorCategory.WORKER_DIED and not_the_failure(lines[index], index, shutdown)
+            hit.demoted = category is ErrorCategory.WORKER_DIED and not_the_failure(
+                lines[index], index, shutdown, rule.kind
+            )
             if category is ErrorCategory.CONFIG_ERROR and rule.kind in ("verl_validation", "device_mesh"):
                 texts = [line.text for line in lines]
                 hit.detail = config_key_hint(hit.detail) or key_from_context(texts, index) or hit.detail
