@@ -141,10 +141,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_errors(args: argparse.Namespace) -> int:
-    from verl_async_dapo.runs import check_errors
+    import anyio
+
+    from verl_async_dapo.runs import check_errors_live
     from verl_async_dapo.status_view import render_errors
 
-    report = check_errors(_ctx(), args.run_id)
+    report = anyio.run(check_errors_live, _ctx(), args.run_id)
     if args.json:
         _print_json(report)
     else:

@@ -23,6 +23,7 @@ from verl_async_dapo.errors import describe_validation_error
 from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
+from verl_async_dapo.logs.classify import classify_tail
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
@@ -302,6 +303,33 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
         })  # fmt: skip
     return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
             "suggestions": run.suggestions}  # fmt: skip
+
+
+# How much of the current attempt's log check_errors reads for non-fatal findings.
+WARNINGS_TAIL_BYTES = 1 << 20
+
+
+async def check_errors_live(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    """check_errors plus what the current attempt's log shows that does not stop training
+    (e.g. the tracker rejecting metric uploads mid-run): those never become an attempt's error."""
+    report = check_errors(ctx, run_id)
+    report["warnings"] = await _nonfatal_findings(ctx, report["run_id"])
+    return report
+
+
+async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any]]:
+    attempts = ctx.store.attempts(run_id)
+    if not attempts or attempts[-1].job is None:
+        return []
+    handle = JobHandle(**attempts[-1].job)
+    try:
+        tail = await get_target(handle.target).read_tail(handle.log_path, WARNINGS_TAIL_BYTES)
+    except TargetError:  # the log is unreadable now (container gone): the attempts still answer
+        return []
+    found = classify_tail(tail.decode("utf-8", errors="replace"))
+    return [{"attempt": attempts[-1].n, "category": f.category.value, "kind": f.kind, "count": f.count,
+             "message": ctx.scrub(f.message), "explanation": f.explanation, "fix": f.fix}
+            for f in found.findings if not f.fatal]  # fmt: skip
 
 
 async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seconds: float = 15.0) -> dict[str, Any]:

@@ -232,12 +232,15 @@ async def get_progress(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
 @tool("Check errors", read_only=True, idempotent=True, open_world=False)
 async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> wire.ErrorsOut:
     """Errors of a training run, per attempt: the error category, an explanation, the fix, a short
-    log excerpt, and what the supervisor did about it (e.g. relaunched with offload after an OOM)."""
+    log excerpt, and what the supervisor did about it (e.g. relaunched with offload after an OOM);
+    plus warnings that do not stop training (e.g. SwanLab rejecting metric uploads mid-run)."""
     app = app_of(ctx)
     with service_errors(app):
-        report = wire.ErrorsOut.model_validate(runs.check_errors(app, run_id))
+        report = wire.ErrorsOut.model_validate(await runs.check_errors_live(app, run_id))
     for item in report.attempts:
         item.excerpt = wire.as_log_data(app.scrub(item.excerpt)) if item.excerpt else None
+    for warning in report.warnings:
+        warning.message = wire.as_log_data(app.scrub(warning.message)) if warning.message else None
     report.final_reason = app.scrub(report.final_reason) if report.final_reason else None
     return report
 

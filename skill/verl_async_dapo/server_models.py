@@ -298,12 +298,27 @@ class AttemptErrorOut(_Out):
     changes_next_attempt: list[str] = []
 
 
+class WarningOut(_Out):
+    attempt: int
+    category: str
+    kind: str
+    count: int = 1
+    message: str | None = Field(None, description="The log line, fenced as data")
+    explanation: str
+    fix: str
+
+
 class ErrorsOut(_Out):
     run_id: str
     status: str
     attempts: list[AttemptErrorOut]
     final_reason: str | None = None
     suggestions: list[str] = []
+    warnings: list[WarningOut] = Field(
+        [],
+        description="Non-fatal findings in the current attempt's log while training goes on (e.g. the tracker "
+        "rejecting metric uploads: the run continues, metrics are not uploaded)",
+    )
 
 
 class StopOut(_Out):

@@ -64,6 +64,10 @@ def render_errors(report: dict[str, Any]) -> str:
                 lines.extend("    | " + line for line in item["excerpt"].splitlines()[-12:])
         if item["supervisor_action"]:
             lines.append(f"  supervisor: {item['supervisor_action']}")
+    for warning in report.get("warnings") or []:
+        lines.append(f"warning (attempt {warning['attempt']}, training goes on): {warning['category']}/"
+                     f"{warning['kind']} x{warning['count']} — {warning['explanation']}")  # fmt: skip
+        lines.append(f"  fix: {warning['fix']}")
     if report.get("final_reason"):
         lines.append(f"result: {report['final_reason']}")
     for tip in report.get("suggestions") or []:

@@ -7,6 +7,12 @@ inner text printed last), take the phase from the innermost ``ray::WorkerDict.<m
 and rank categories: config/env > host OOM > rollout OOM > GPU OOM > NCCL > worker died >
 unknown. Hydra's ``Error executing job with overrides: [`` only says "something fatal
 follows"; it is not a config error. A log with no error (warnings included) gives no primary.
+
+What real logs taught (tests/logs/corpus): fatal markers count only at the start of a line
+(a logger prints handled tracebacks as ``ERROR:<time>:Traceback …``); a worker's report that
+*another* actor died, and any worker death after "Final validation metrics" (shutdown), are
+not the failure; ``ActorDiedError … creation task`` defers to the exception printed under
+it; and some findings (a tracker rejecting uploads mid-run) are reported but never fatal.
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.logs.exception_hints import config_error_for, config_key_hint, key_from_context
+from verl_async_dapo.logs.line_context import not_the_failure, unstamped
 from verl_async_dapo.logs.rules import ANY_NEEDLE_RE, CATEGORY_PRIORITY, RULES, Rule
+from verl_async_dapo.logs.rules_verl import NONFATAL_NOTES
 from verl_async_dapo.logs.text import LogLine, clean_log_lines
 from verl_async_dapo.redact import redact_generic
 
@@ -41,16 +50,22 @@ _ROLLOUT_METHOD_RE = re.compile(
 _ROLLOUT_CLASS_RE = re.compile(r"(?i:vllm|sglang|trtllm|agentloop|rollout(?!ref))")
 _ROLLOUT_FRAME_RE = re.compile(r"/vllm/|/sglang/|/workers/rollout/|cumem")
 _EXCEPTION_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Z]\w*(?:Error|Exception|Exit|Interrupt))\b(?:\([\w.]+\))?(?::|$)"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|StopIteration|StopAsyncIteration)\b"
+    r"(?:\((?P<inner>[\w.]+)\))?(?::|$)"
 )
-# Lines that say the process is going down, even when no rule names the reason.
+# Lines that say the process is going down, even when no rule names the reason. Only at the
+# start of a line: a logger's ``ERROR:<time>:Traceback (most recent call last):`` is handled.
 _FATAL_MARKERS = (
     "Error executing job with overrides",
     "Traceback (most recent call last)",
     "terminate called after throwing an instance of",
     "Fatal Python error",
-    "Job entrypoint command failed",
 )
+# Ray job logs say it mid-line ("Status message: Job entrypoint command failed …").
+_FATAL_ANYWHERE = ("Job entrypoint command failed",)
+_SHUTDOWN_MARKER = "Final validation metrics"
+# Wrapper headers that defer even to an exception no rule names (the real error is under them).
+_DEFERS_TO_ANY_EXCEPTION = frozenset({"actor_creation_failed"})
 _RAY_TASK_ERROR = "ray.exceptions.RayTaskError"
 # Earlier rules in the table are more specific.
 _RULE_RANK = {id(rule): position for position, rule in enumerate(RULES)}
@@ -70,6 +85,8 @@ class Finding:
     count: int = 1
     explanation: str = ""
     fix: str = ""
+    # False: reported while training goes on (e.g. a tracker rejecting uploads); never a failure.
+    fatal: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +100,7 @@ class Finding:
             "count": self.count,
             "explanation": self.explanation,
             "fix": self.fix,
+            "fatal": self.fatal,
         }
 
 
@@ -107,6 +125,8 @@ class _Hit:
     detail: str | None
     phase: str | None
     count: int = 1
+    # Demoted by context (a worker death at shutdown, or seen by another worker).
+    demoted: bool = False
 
     @property
     def weak(self) -> bool:
@@ -114,13 +134,17 @@ class _Hit:
 
     @property
     def supporting(self) -> bool:
-        return self.rule is not None and self.rule.supporting
+        return self.demoted or (self.rule is not None and self.rule.supporting)
+
+    @property
+    def nonfatal(self) -> bool:
+        return self.rule is not None and self.rule.nonfatal
 
     def sort_key(self) -> tuple[int, bool, bool, int, int]:
         """Category priority, then decisive before supporting, full before wrapper-only,
         the more specific rule, and the later (innermost) line."""
         rule_rank = _RULE_RANK[id(self.rule)] if self.rule is not None else len(_RULE_RANK)
-        return (CATEGORY_PRIORITY[self.category], self.supporting, self.weak, rule_rank, -self.index)
+        return (CATEGORY_PRIORITY[self.category], self.supporting or self.nonfatal, self.weak, rule_rank, -self.index)
 
 
 def _is_frame(text: str) -> bool:
@@ -196,6 +220,7 @@ def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
             rule, match = found
             rules_by_id[id(rule)] = rule
             raw.setdefault(id(rule), []).append((index, match))
+    shutdown = max((i for i, line in enumerate(lines) if _SHUTDOWN_MARKER in line.text), default=None)
     hits: list[_Hit] = []
     for rule_id, matches in raw.items():
         rule = rules_by_id[rule_id]
@@ -204,14 +229,23 @@ def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
             category = rule.category
             if category is ErrorCategory.GPU_OOM and rule.kind != "nccl_cuda_oom" and in_rollout:
                 category = ErrorCategory.ROLLOUT_OOM
-            hits.append(_Hit(rule, category, rule.kind, index, _detail(match), phase))
+            hit = _Hit(rule, category, rule.kind, index, _detail(match), phase)
+            hit.demoted = category is ErrorCategory.WORKER_DIED and not_the_failure(
+                lines[index], index, shutdown, rule.kind
+            )
+            if category is ErrorCategory.CONFIG_ERROR and rule.kind in ("verl_validation", "device_mesh"):
+                texts = [line.text for line in lines]
+                hit.detail = config_key_hint(hit.detail) or key_from_context(texts, index) or hit.detail
+            hits.append(hit)
     return hits, fatal
 
 
 def _is_fatal_marker(lines: list[LogLine], index: int, text: str, source: str | None) -> bool:
     if text.startswith(_RAY_TASK_ERROR):
         return True
-    if not any(marker in text for marker in _FATAL_MARKERS):
+    if any(marker in text for marker in _FATAL_ANYWHERE):
+        return True
+    if not text.startswith(_FATAL_MARKERS):
         return False
     if text.startswith("Traceback"):
         # A worker's traceback is not fatal by itself (the driver re-raises fatal ones as
@@ -230,16 +264,19 @@ def _unrecognised(lines: list[LogLine], fatal: list[int]) -> _Hit:
         for index in range(len(lines) - 1, start - 1, -1):
             match = _EXCEPTION_LINE_RE.match(lines[index].text.strip())
             if match is not None:
-                chosen, detail = index, match.group("cls")
+                chosen, detail = index, match.group("inner") or match.group("cls")
                 break
         if detail is not None:
             break
     phase, _ = _context(lines, chosen)
+    config = config_error_for([line.text for line in lines], chosen, detail)
+    if config is not None:
+        return _Hit(None, config[0], config[1], chosen, config[2] or detail, phase)
     kind = "python_exception" if detail is not None else "fatal_without_exception"
     return _Hit(None, ErrorCategory.UNKNOWN, kind, chosen, detail, phase)
 
 
-def _drop_wrappers(hits: list[_Hit]) -> list[_Hit]:
+def _drop_wrappers(hits: list[_Hit], lines: list[LogLine]) -> list[_Hit]:
     """Innermost first: a `RayTaskError(X)` header defers to the exception printed under it.
 
     `RayTaskError(OutOfMemoryError)` says only "some OutOfMemoryError": the inner line tells
@@ -247,14 +284,29 @@ def _drop_wrappers(hits: list[_Hit]) -> list[_Hit]:
     nothing decisive follows it (e.g. the tail was cut there).
     """
     inner = sorted(hit.index for hit in hits if not hit.weak and not hit.supporting)
+    # A deferring wrapper with an exception under it: it and the wrappers above it step aside.
+    deferred = sorted(
+        hit.index for hit in hits if hit.kind in _DEFERS_TO_ANY_EXCEPTION and _exception_follows(lines, hit.index)
+    )
     kept: list[_Hit] = []
     for hit in hits:
         if hit.weak:
             position = bisect.bisect_right(inner, hit.index)
             if position < len(inner) and inner[position] - hit.index <= CONTEXT_LINES:
                 continue
+            position = bisect.bisect_left(deferred, hit.index)
+            if position < len(deferred) and deferred[position] - hit.index <= CONTEXT_LINES:
+                continue
         kept.append(hit)
     return kept
+
+
+def _exception_follows(lines: list[LogLine], index: int) -> bool:
+    for position in range(index + 1, min(len(lines), index + CONTEXT_LINES)):
+        match = _EXCEPTION_LINE_RE.match(lines[position].text.strip())
+        if match is not None and not lines[position].text.startswith(("ray.exceptions.", _RAY_TASK_ERROR)):
+            return True
+    return False
 
 
 def _merge(hits: list[_Hit]) -> list[_Hit]:
@@ -293,6 +345,14 @@ def _excerpt(lines: list[LogLine], index: int) -> str:
 
 def _to_finding(lines: list[LogLine], hit: _Hit) -> Finding:
     info = CATEGORY_INFO[hit.category]
+    explanation, fix = (
+        NONFATAL_NOTES.get(hit.kind, (info.explanation, info.fix))
+        if hit.nonfatal
+        else (
+            info.explanation,
+            info.fix,
+        )
+    )
     return Finding(
         category=hit.category,
         kind=hit.kind,
@@ -302,24 +362,27 @@ def _to_finding(lines: list[LogLine], hit: _Hit) -> Finding:
         phase=hit.phase,
         detail=redact_generic(hit.detail) if hit.detail is not None else None,
         count=hit.count,
-        explanation=info.explanation,
-        fix=info.fix,
+        explanation=explanation,
+        fix=fix,
+        fatal=not hit.nonfatal,
     )
 
 
 def classify(text: str) -> Classification:
     """Classify a log or its tail. `primary` is None when the log shows no error."""
-    lines = clean_log_lines(text)
+    lines = [unstamped(line) for line in clean_log_lines(text)]
     hits, fatal = _scan(lines)
-    decisive = [hit for hit in hits if not hit.supporting]
+    kept = _drop_wrappers(hits, lines)
+    decisive = [hit for hit in kept if not hit.supporting and not hit.nonfatal]
     if not decisive and fatal:
-        hits.append(_unrecognised(lines, fatal))
-    ordered = sorted(_merge(_drop_wrappers(hits)), key=_Hit.sort_key)[:MAX_FINDINGS]
+        kept.append(_unrecognised(lines, fatal))
+    ordered = sorted(_merge(kept), key=_Hit.sort_key)[:MAX_FINDINGS]
     findings = [_to_finding(lines, hit) for hit in ordered]
-    # Without a decisive hit or a fatal marker only notices that healthy runs print too were
-    # seen: they stay in `findings`, but nothing failed.
+    # Without a decisive hit or a fatal marker only notices that healthy runs print too (or
+    # non-fatal findings) were seen: they stay in `findings`, but nothing failed.
     has_failure = bool(decisive or fatal)
-    primary = findings[0] if findings and has_failure else None
+    fatal_findings = [finding for finding in findings if finding.fatal]
+    primary = fatal_findings[0] if fatal_findings and has_failure else None
     return Classification(primary=primary, findings=findings)
 
 

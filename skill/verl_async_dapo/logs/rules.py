@@ -10,56 +10,18 @@ and win over later ones.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.logs.rule_base import Rule, local_looking, make_rule, not_local_looking, positive_count
+from verl_async_dapo.logs.rules_verl import VERL_RULES
 
 C = ErrorCategory
+_rule = make_rule
+_positive_count = positive_count
+_local_looking = local_looking
+_not_local_looking = not_local_looking
 
-
-@dataclass(frozen=True)
-class Rule:
-    category: ErrorCategory
-    kind: str
-    needles: tuple[str, ...]
-    pattern: re.Pattern[str]
-    # Names the error class only (a Ray wrapper header): any fuller finding outranks it.
-    weak: bool = False
-    # Also printed by healthy runs (Ray's periodic notice counts idle workers that crashed on
-    # start-up too): not evidence of a failure unless the log has a fatal marker as well.
-    supporting: bool = False
-    # Extra check on the match (e.g. a count that must be > 0).
-    accept: Callable[[re.Match[str]], bool] | None = None
-
-
-def _rule(
-    category: ErrorCategory,
-    kind: str,
-    needles: str | tuple[str, ...],
-    pattern: str,
-    *,
-    weak: bool = False,
-    supporting: bool = False,
-    accept: Callable[[re.Match[str]], bool] | None = None,
-) -> Rule:
-    if isinstance(needles, str):
-        needles = (needles,)
-    return Rule(category, kind, needles, re.compile(pattern), weak, supporting, accept)
-
-
-def _positive_count(match: re.Match[str]) -> bool:
-    return int(match.group("detail")) > 0
-
-
-def _local_looking(match: re.Match[str]) -> bool:
-    """A missing local model dir reaches the Hub as a bogus repo id; a real id has one `/`."""
-    path = match.group("detail")
-    return path.startswith(("/", "./", "../", "~")) or path.count("/") > 1
-
-
-def _not_local_looking(match: re.Match[str]) -> bool:
-    return not _local_looking(match)
+__all__ = ["ANY_NEEDLE_RE", "CATEGORY_PRIORITY", "RULES", "Rule"]
 
 
 _EXC = r"^(?:[\w.]+\.)?"  # an exception line: optional module path before the class
@@ -69,6 +31,8 @@ _EXC = r"^(?:[\w.]+\.)?"  # an exception line: optional module path before the c
 _IMPORT = r"^(?:(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError|OSError|RuntimeError): )?"
 
 RULES: tuple[Rule, ...] = (
+    # Specific to verl / vLLM / transformers versions and verl's own checks: first, they are exact.
+    *VERL_RULES,
     # -- configuration (Hydra at compose time, OmegaConf, verl's validation, DAPO sampling) --
     _rule(C.CONFIG_ERROR, "hydra_not_in_struct", "Could not override", r"Could not override '(?P<detail>[^']+)'"),
     _rule(C.CONFIG_ERROR, "hydra_not_in_struct", "is not in struct", r"Key '(?P<detail>[^']+)' is not in struct"),
@@ -205,7 +169,7 @@ RULES: tuple[Rule, ...] = (
         C.RESOURCES,
         "not_enough_gpus",
         "Total available GPUs",
-        r"(?P<detail>Total available GPUs \d+ is less than total desired GPUs \d+)",
+        r"(?P<detail>Total available GPUs [\d.]+ is less than total desired GPUs \d+)",
     ),
     _rule(
         C.RESOURCES,

@@ -1,0 +1,214 @@
+"""The real-log corpus: its figure, its sources, and the classes real logs taught the classifier.
+
+Every file in tests/logs/corpus whose first line is ``source: …`` is a real verl log (trimmed,
+never edited); the others are the suite's older synthetic fixtures and do not count here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.logs.classify import classify
+from verl_async_dapo.logs.corpus_eval import expected_from_name, figure, judge, render, source_of
+
+CORPUS = Path(__file__).parent / "corpus"
+REAL = sorted(p for p in CORPUS.glob("*.log") if source_of(p.read_text(encoding="utf-8")) is not None)
+H200_SOURCE = "verl-async-dapo H200 run, verl 0.9.1 + vLLM 0.24.0, 2026-12-01"
+MIN_REAL_LOGS = 60
+MIN_SHARE_RIGHT = 0.95
+
+
+def _text(name: str) -> str:
+    return (CORPUS / f"{name}.log").read_text(encoding="utf-8")
+
+
+def _source_key(source: str) -> str:
+    """One source = one issue/PR thread, or one repository for files committed to it."""
+    thread = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull)/(\d+)", source)
+    if thread:
+        return f"{thread.group(1)}#{thread.group(2)}"
+    repo = re.match(r"https://github\.com/([^/]+/[^/]+)/", source)
+    return repo.group(1) if repo else source
+
+
+def test_the_corpus_has_at_least_60_real_logs_each_naming_its_source() -> None:
+    assert len(REAL) >= MIN_REAL_LOGS
+    for path in REAL:
+        source = source_of(path.read_text(encoding="utf-8"))
+        assert source is not None
+        assert source.startswith("https://github.com/") or source == H200_SOURCE, path.name
+
+
+def test_no_single_source_is_over_a_third_of_the_corpus() -> None:
+    counts = Counter(_source_key(source_of(p.read_text(encoding="utf-8")) or "") for p in REAL)
+    source, most = counts.most_common(1)[0]
+    assert most * 3 <= len(REAL), (source, most, len(REAL))
+
+
+def test_real_corpus_covers_healthy_runs_and_most_categories() -> None:
+    labels = Counter(judge(p.stem, p.read_text(encoding="utf-8")).label for p in REAL)
+    assert labels["none"] >= 10
+    assert {c.value for c in ErrorCategory} - set(labels) <= {"nccl_timeout", "host_oom", "resources"} - set(labels)
+
+
+def test_classifier_is_right_on_at_least_95_percent_of_the_real_corpus() -> None:
+    verdicts = [judge(p.stem, p.read_text(encoding="utf-8")) for p in REAL]
+    table = figure(verdicts)
+    right, total = table["all"]
+    wrong = [f"{v.name} -> {v.got_category}/{v.got_kind}" for v in verdicts if not v.right]
+    assert right / total >= MIN_SHARE_RIGHT, "\n".join([render(table), *wrong])
+
+
+def test_the_figure_counts_a_wrong_answer_as_wrong() -> None:
+    healthy = judge("none__x", _text("config_error__verl_validation__infer_tp_not_divisible"))
+    assert not healthy.right and healthy.got_category == "config_error"
+    table = figure([healthy, judge("none__y", "all good\n")])
+    assert table["none"] == (1, 2) and table["all"] == (1, 2)
+    with pytest.raises(ValueError, match="category"):
+        expected_from_name("gpu_oom_no_kind")
+
+
+# -- the classes real logs taught ---------------------------------------------------------------
+
+
+def test_h200_healthy_runs_are_healthy_and_the_startup_one_is_rollout_oom() -> None:
+    for name in ("none__h200_dapo_fsdp_healthy_6_steps", "none__h200_dapo_fsdp_relaunch_gpu_util_0_5"):
+        assert source_of(_text(name)) == H200_SOURCE
+        assert classify(_text(name)).primary is None, name
+    primary = classify(_text("rollout_oom__vllm_startup_memory__h200_attempt1")).primary
+    assert primary is not None and primary.category is ErrorCategory.ROLLOUT_OOM
+    assert "less than desired GPU memory utilization" in primary.message
+
+
+def test_handled_tracebacks_logged_through_a_logger_are_not_a_failure() -> None:
+    raw = _text("none__agent_loop_logged_tool_errors_disk_warning")
+    assert "ERROR:2025-08-05 01:37:46,087:Error when executing tool" in raw
+    assert classify(raw).primary is None
+    # The same handler printing the traceback on its own line from the driver's process.
+    inline = "ERROR:2025-08-05 01:37:46,087:Traceback (most recent call last):\nKeyError: 'function'\n"
+    assert classify(inline).primary is None
+    # A traceback that starts the line is still fatal.
+    assert classify("Traceback (most recent call last):\nKeyError: 'function'\n").primary is not None
+
+
+def test_worker_deaths_after_the_final_validation_are_shutdown_not_a_failure() -> None:
+    raw = _text("none__final_validation_then_worker_killed_at_shutdown")
+    assert "Final validation metrics" in raw and "A worker died or was killed" in raw
+    result = classify(raw)
+    assert result.primary is None
+    assert [f.kind for f in result.findings] == ["raylet_worker_died"]
+    # Before the final validation the same line is the failure.
+    before = raw.replace("Final validation metrics", "Validation metrics")
+    primary = classify(before).primary
+    assert primary is not None and primary.kind == "raylet_worker_died"
+
+
+def test_an_agent_loop_reporting_a_tool_actor_death_is_not_a_failure() -> None:
+    raw = _text("none__agent_loop_rate_limiter_actor_died_logged")
+    assert classify(raw).primary is None
+    from_driver = raw.replace("(AgentLoopWorker pid=2278822) ", "")
+    primary = classify(from_driver).primary
+    assert primary is not None and primary.category is ErrorCategory.WORKER_DIED
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        (
+            "config_error__verl_validation__infer_tp_not_divisible",
+            "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        ),
+        (
+            "config_error__verl_validation__weights_bucket_too_small",
+            "actor_rollout_ref.rollout.update_weights_bucket_megabytes",
+        ),
+        ("config_error__config_type__nnodes_empty_string", "trainer.nnodes"),
+        (
+            "config_error__device_mesh__ulysses_sp_exceeds_gpus",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        ),
+    ],
+)
+def test_verl_config_assertions_are_config_errors_naming_the_key(name: str, key: str) -> None:
+    primary = classify(_text(name)).primary
+    assert primary is not None and primary.category is ErrorCategory.CONFIG_ERROR
+    assert primary.detail == key
+
+
+def test_an_assertion_outside_verl_init_is_not_called_a_config_error() -> None:
+    raw = (
+        "Traceback (most recent call last):\n"
+        '  File "/workspace/verl/verl/trainer/ppo/ray_trainer.py", line 1123, in fit\n'
+        "    assert len(batch) > 0\n"
+        "AssertionError\n"
+    )
+    primary = classify(raw).primary
+    assert primary is not None and (primary.category, primary.detail) == (ErrorCategory.UNKNOWN, "AssertionError")
+
+
+def test_actor_died_in_its_creation_task_is_classified_by_the_inner_exception() -> None:
+    raw = _text("config_error__device_mesh__ulysses_sp_exceeds_gpus")
+    assert "died because of an error raised in its creation task" in raw
+    assert classify(raw).primary.kind == "device_mesh"  # type: ignore[union-attr]
+    # An inner exception no rule knows: unknown with that exception, not "worker died".
+    unknown = raw.replace("RuntimeError: cannot reshape tensor of 0 elements", "RuntimeError: something else")
+    primary = classify(unknown).primary
+    assert primary is not None
+    assert (primary.category, primary.kind, primary.detail) == (
+        ErrorCategory.UNKNOWN,
+        "python_exception",
+        "RuntimeError",
+    )
+
+
+def test_transformers_missing_weights_is_a_missing_file_naming_the_directory() -> None:
+    primary = classify(_text("missing_file__model_files_missing__sft_checkpoint_no_weights")).primary
+    assert primary is not None and primary.category is ErrorCategory.MISSING_FILE
+    assert primary.detail is not None and primary.detail.endswith("global_step_250/huggingface")
+
+
+def test_vllm_engine_mismatch_is_an_environment_error() -> None:
+    primary = classify(_text("environment__vllm_engine_mismatch__vllm_use_v1")).primary
+    assert primary is not None
+    assert (primary.category, primary.kind, primary.detail) == (
+        ErrorCategory.ENVIRONMENT,
+        "vllm_engine_mismatch",
+        "False",
+    )
+
+
+def test_a_tracker_failing_mid_run_is_a_non_fatal_tracking_finding() -> None:
+    result = classify(_text("tracking__swanlab_api_error__nonfatal_midrun_401_metrics"))
+    assert result.primary is None
+    (finding,) = result.findings
+    assert (finding.category, finding.kind, finding.fatal, finding.count) == (
+        ErrorCategory.TRACKING,
+        "swanlab_api_error",
+        False,
+        7,
+    )
+    assert "metrics" in finding.explanation and finding.to_dict()["fatal"] is False
+    # Next to a real failure the failure is the primary, the tracker stays a finding.
+    fatal = _text("tracking__swanlab_api_error__nonfatal_midrun_status_499") + (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    result = classify(fatal)
+    assert result.primary is not None and result.primary.category is ErrorCategory.GPU_OOM
+    assert any(not f.fatal and f.kind == "swanlab_api_error" for f in result.findings)
+
+
+def test_a_launcher_timestamp_before_each_line_does_not_hide_the_error() -> None:
+    primary = classify(_text("unknown__python_exception__reward_fn_data_source_timestamped")).primary
+    assert primary is not None
+    assert (primary.kind, primary.detail) == ("python_exception", "NotImplementedError")
+
+
+def test_a_worker_dying_itself_is_still_the_failure_when_it_prints_it() -> None:
+    # Only an actor's death *reported by another worker* steps aside; a worker's own crash does not.
+    primary = classify("(WorkerDict pid=5) Fatal Python error: Segmentation fault\n").primary
+    assert primary is not None and (primary.category, primary.kind) == (ErrorCategory.WORKER_DIED, "segfault")
