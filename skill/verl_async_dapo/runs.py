@@ -23,7 +23,7 @@ from verl_async_dapo.errors import describe_validation_error
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
-from verl_async_dapo.preflight import PreflightReport, run_preflight
+from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, UserInputError, preconfigured_swanlab
@@ -93,6 +93,11 @@ async def start_training(
         if not report.ok:
             raise UserInputError("preflight failed, nothing was started:\n" + "\n".join(report.lines()))
     version = settings.verl_version or (report.verl_version if report else None)
+    if not version and report is None:  # --skip-preflight skips the checks, not the version read
+        try:
+            version = await detect_verl_version(target, settings)
+        except TargetError as exc:
+            raise UserInputError(f"could not read the verl version in {container.name}: {exc}") from None
     if not version:
         raise UserInputError("could not detect the verl version in the target; set VERL_VERSION (e.g. 0.9.1)")
     experiment = settings.experiment_name or time.strftime("dapo-%Y%m%d-%H%M%S")
