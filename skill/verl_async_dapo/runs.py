@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from verl_async_dapo import policy
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.app import AppContext
@@ -295,7 +296,8 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "reason_started": attempt.reason,
             "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
             "excerpt": error.get("excerpt") if error else None,
-            "explanation": info.explanation if info else None, "fix": info.fix if info else None,
+            "explanation": info.explanation if info else None,
+            "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
             "supervisor_action": (attempt.decision or {}).get("reason"),
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
         })  # fmt: skip

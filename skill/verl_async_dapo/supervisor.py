@@ -120,6 +120,7 @@ class Supervisor:
         decision = policy.decide(
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
+            kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
         )  # fmt: skip
         self.ctx.store.update_attempt(
             self.run_id, attempt.n,
@@ -206,9 +207,10 @@ class Supervisor:
         process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
         plans: list[LaunchPlan] = []
         try:
-            for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
+            for category, kind in ((ErrorCategory.GPU_OOM, None), (ErrorCategory.ROLLOUT_OOM, None),
+                                   (ErrorCategory.ROLLOUT_OOM, "vllm_kv_cache")):  # fmt: skip
                 decision = policy.decide(config, category, relaunches_so_far=n - 1,
-                                         max_retries=self.settings.max_oom_retries,
+                                         max_retries=self.settings.max_oom_retries, kind=kind,
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:
                     plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
