@@ -254,9 +254,14 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     step = progress.get("step")
     percent = round(100.0 * step / total, 1) if step is not None and total else None
     status = run.status
+    since = progress.get("phase_since")
+    active = status in ACTIVE_RUN_STATUSES
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
+        "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
+        "phase": progress.get("phase"),
+        "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "swanlab_url": run.swanlab_url,

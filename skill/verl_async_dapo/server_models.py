@@ -270,6 +270,16 @@ class ProgressOut(_Out):
     total_steps: int | None = None
     percent: float | None = None
     eta_seconds: float | None = None
+    eta_basis: str | None = Field(
+        None, description="Where the ETA's rate comes from: the wall clock between step lines (after step 1, so the "
+        "warm-up is left out; validation and checkpoint time are in), tqdm's estimate, or timing_s/step",
+    )  # fmt: skip
+    seconds_per_step: float | None = None
+    phase: str | None = Field(
+        None, description="What the attempt is doing, from the log: starting, starting Ray, loading model, rollout "
+        "engine start-up, first step (warm-up), validation, saving checkpoint, training, finishing",
+    )  # fmt: skip
+    phase_seconds: float | None = Field(None, description="Seconds spent in the phase so far (active runs)")
     features: list[str] = Field(description="Features of the current attempt")
     metrics: dict[str, float | int | bool | str | None] = Field(
         description="Latest metrics line (e.g. critic/score/mean)"

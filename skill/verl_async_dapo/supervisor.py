@@ -22,6 +22,7 @@ import anyio
 
 from verl_async_dapo import policy
 from verl_async_dapo.app import AppContext
+from verl_async_dapo.attempt_log import AttemptLog
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
@@ -250,21 +251,20 @@ class Supervisor:
 
     async def _watch(self, attempt: AttemptRow, handle: JobHandle) -> None:
         """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
-        parser = ProgressParser()
         # An attempt this process launched is read from its first byte (resume lines come first); a reattached
         # one from its last MiB, so a multi-GB log never has to be read whole.
-        offset: int | None = 0 if attempt.n in self._launched else None
+        reader = await AttemptLog.open(self.target, handle, from_start=attempt.n in self._launched)
+        parser = reader.parser
         tail: dict[str, Any] = {}
         while True:
             ended_cleanly = False
             try:
-                async for chunk in self.target.follow(handle, from_offset=offset):
-                    parser.feed(chunk.decode("utf-8", errors="replace"))
+                async for chunk in self.target.follow(handle, from_offset=reader.position):  # resumes where it broke
+                    reader.take(chunk)
                     if time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
                         self._save_progress(parser, attempt.n)
                     else:  # the heartbeat writes it if no chunk follows (a step's last lines, then silence)
                         self._unsaved = (parser, attempt.n)
-                    offset = None
                 ended_cleanly = True
             except TargetError as exc:
                 log.warning("lost the log stream (%s); retrying", exc)
@@ -276,7 +276,11 @@ class Supervisor:
             if status is not None and not status.running:
                 break
             await anyio.sleep(FOLLOW_RETRY_SECONDS)
-            offset = None
+        if self._target_gone is None:  # final progress is the last line's: read what the stream did not deliver
+            try:
+                await reader.read_rest(self.target, handle)
+            except TargetError as exc:
+                log.warning("could not read the end of the log (%s); progress may lag", exc)
         self._save_progress(parser, attempt.n)
         self._unsaved = None
         if self._target_gone is not None:
