@@ -1,9 +1,12 @@
-"""Final progress is final (issue #14, item 1): when an attempt ends the supervisor reads its log to the end
+"""Progress tells the truth (issue #14). Item 1, final progress is final: when an attempt ends the supervisor reads its log to the end
 before storing the last snapshot, so a succeeded run shows N/N, 100 %, ETA 0 and the last metrics line's values,
 even when the log stream broke before the file's end (seen: "succeeded at step 6/10, 60 %, ETA 1.6 s").
 
 The stream is broken for real: the supervisor's own `tail` follower is stopped (SIGSTOP) mid-run, the job runs
 to its end, then that follower is killed, so its stream ends early, cleanly, after the job is gone.
+
+Items 2 and 3: before the first step the run reports its phase (from the stand-in's copies of verl's real start-up
+markers) and the time in it; after step 1 the ETA comes from the wall clock between step lines, and says so.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import os
 import signal
 from pathlib import Path
 
-from sv_helpers import Cli, proc_cmdline, wait_until
+from sv_helpers import FINAL, Cli, proc_cmdline, wait_until
+
+from verl_async_dapo.logs.progress import ETA_WALL
 
 STEPS = 10
 
@@ -67,7 +72,49 @@ def test_a_broken_log_stream_still_ends_at_the_last_step(cli: Cli, host_verl_tre
         os.kill(tail, signal.SIGKILL)  # ... and ends early, cleanly, after the job is gone
     status = cli.wait_final(run_id)
     assert status["status"] == "succeeded", cli.explain(run_id)
-    assert (status["step"], status["total_steps"], status["percent"], status["eta_seconds"]) == (STEPS, STEPS, 100.0, 0.0)
+    assert (status["step"], status["total_steps"], status["percent"], status["eta_seconds"]) == (
+        STEPS,
+        STEPS,
+        100.0,
+        0.0,
+    )
     assert status["metrics_step"] == STEPS
     assert status["metrics"]["training/global_step"] == STEPS
     assert status["phase"] == "finishing"
+
+
+def test_start_up_phases_then_a_wall_clock_eta(cli: Cli, host_verl_tree: Path) -> None:
+    _host_tree(host_verl_tree, {"step_seconds": 0.4, "startup_seconds": 9})  # 3 s each: Ray, model, vLLM
+    cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=12, SAVE_FREQ=4)
+    run_id = cli.start("host")["run_id"]
+    phases: list[str] = []
+    shown: list[str] = []
+
+    def watch() -> dict[str, object] | None:
+        row = cli.run_row(run_id)
+        progress = row.progress or {}
+        phase = progress.get("phase")
+        if phase and (not phases or phases[-1] != phase):
+            phases.append(phase)  # type: ignore[arg-type]
+            if phase == "loading model":  # the CLI says it too, with the time spent in it
+                shown.append(cli.run("status", run_id).stdout)
+        if phase in ("loading model", "rollout engine start-up"):
+            assert progress.get("step") is None
+        return progress if (progress.get("step") or 0) >= 6 or row.status in FINAL else None
+
+    progress = wait_until(watch, "step 6", 60, lambda: cli.explain(run_id))
+    assert phases[:2] == ["loading model", "rollout engine start-up"] or phases[:3] == [
+        "starting Ray", "loading model", "rollout engine start-up"]  # fmt: skip
+    assert "training" in phases
+    assert shown and ("· loading model for " in shown[0] or "· rollout engine start-up for " in shown[0]), shown
+    assert progress["eta_basis"] == ETA_WALL
+    status = cli.status(run_id)
+    if status["status"] not in FINAL:
+        assert status["eta_basis"] == ETA_WALL and status["seconds_per_step"] < 2.0  # warm-up (3 s of vLLM) left out
+    final = cli.wait_final(run_id)
+    assert (final["status"], final["step"], final["phase"], final["phase_seconds"]) == (
+        "succeeded",
+        12,
+        "finishing",
+        None,
+    )
