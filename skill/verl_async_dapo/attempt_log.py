@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import codecs
 import time
+from typing import Any
 
+from verl_async_dapo import resume_check
+from verl_async_dapo.app import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
 
@@ -61,3 +64,34 @@ class AttemptLog:
             if len(data) < READ_REST_BYTES:
                 break
         self.parser.feed(self._decoder.decode(b"", final=True))
+
+
+class ProgressWriter:
+    """Stores an attempt's progress snapshot on the run (links scrubbed) with its resume check."""
+
+    def __init__(self, ctx: AppContext, run_id: str) -> None:
+        self.ctx = ctx
+        self.run_id = run_id
+        self._warned = 0  # the attempt whose lost steps were already announced
+
+    def save(self, snapshot: dict[str, Any], attempt_n: int) -> None:
+        snapshot["attempt"] = attempt_n
+        snapshot["resume_check"] = self._resume_check(attempt_n, snapshot)
+        for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
+            if snapshot.get(key):
+                snapshot[key] = self.ctx.scrub(snapshot[key])
+        fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
+        if snapshot.get("swanlab_url"):
+            fields["swanlab_url"] = snapshot["swanlab_url"]
+        self.ctx.store.update_run(self.run_id, **fields)
+
+    def _resume_check(self, attempt_n: int, snapshot: dict[str, Any]) -> str | None:
+        """Did verl resume where the checkpoint check before this attempt said it would? Said once as an event."""
+        attempts = self.ctx.store.attempts(self.run_id) if attempt_n > 1 else []
+        expected = (attempts[attempt_n - 2].decision or {}).get("checkpoint") if len(attempts) >= attempt_n else None
+        message = resume_check.verify(expected, snapshot)
+        if message and "lost" in message and self._warned != attempt_n:
+            self._warned = attempt_n
+            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {message}", run_id=self.run_id,
+                                     data={"attempt": attempt_n})  # fmt: skip
+        return message

@@ -264,7 +264,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
-        "resumed_from_step": progress.get("resumed_from_step"), "swanlab_url": run.swanlab_url,
+        "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
+        "swanlab_url": run.swanlab_url,
         "as_of": run.progress_at, "final_reason": run.final_reason, "suggestions": run.suggestions,
     }  # fmt: skip
 
@@ -292,7 +293,10 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     run = resolve_run(ctx, run_id)
     heal(ctx, run)
     items = []
-    for attempt in ctx.store.attempts(run.id):
+    lost = {e.data.get("attempt"): e.message for e in ctx.store.events(run.id, limit=10_000)
+            if e.kind == "resume_lost" and e.data}  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    for attempt in attempts:
         error = attempt.error
         info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
         items.append({
@@ -305,9 +309,20 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
             "supervisor_action": (attempt.decision or {}).get("reason"),
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
+            "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
         })  # fmt: skip
     return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
             "suggestions": run.suggestions}  # fmt: skip
+
+
+def _resume_words(n: int, attempts: list[Any], lost: dict[Any, str], progress: dict[str, Any]) -> str | None:
+    """How attempt n resumed: the loss verl's log showed, else what the check before it found, else its progress."""
+    if n in lost:
+        return lost[n]
+    before = (attempts[n - 2].decision or {}).get("checkpoint") if n > 1 else None
+    if before and before.get("note"):
+        return str(before["note"])
+    return progress.get("resume_check") if progress.get("attempt") == n else None
 
 
 async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seconds: float = 15.0) -> dict[str, Any]:

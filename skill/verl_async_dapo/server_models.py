@@ -286,6 +286,10 @@ class ProgressOut(_Out):
     )
     metrics_step: int | None = None
     resumed_from_step: int | None = Field(None, description="Checkpoint step the current attempt resumed from")
+    resume_check: str | None = Field(
+        None, description="Whether verl resumed where the saved checkpoints say it should, e.g. 'resumed from 0: 4 "
+        "steps lost (global_step_4 was saved)' when the checkpoint tracker was never written (verl #7952)",
+    )  # fmt: skip
     swanlab_url: str | None = None
     as_of: float | None = Field(None, description="Unix time of the progress reading")
     final_reason: str | None = None
@@ -306,6 +310,7 @@ class AttemptErrorOut(_Out):
     fix: str | None = None
     supervisor_action: str | None = Field(None, description="What the supervisor decided after this attempt")
     changes_next_attempt: list[str] = []
+    resume_check: str | None = Field(None, description="How this attempt resumed, when it did not as expected")
 
 
 class ErrorsOut(_Out):

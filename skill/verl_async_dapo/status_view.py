@@ -43,7 +43,9 @@ def render_status(progress: dict[str, Any]) -> str:
         per_step = progress.get("seconds_per_step")
         rate = f"{per_step:g} s/step, " if per_step is not None else ""
         lines.append(f"ETA from {rate}{progress['eta_basis']}")
-    if progress.get("resumed_from_step"):
+    if progress.get("resume_check"):  # e.g. "resumed from 0: 4 steps lost": said, never silent
+        lines.append(progress["resume_check"])
+    elif progress.get("resumed_from_step"):
         lines.append(f"resumed from step {progress['resumed_from_step']}")
     metrics = progress.get("metrics") or {}
     for key in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step"):
@@ -72,6 +74,8 @@ def render_errors(report: dict[str, Any]) -> str:
             lines.append(f"  fix: {item['fix']}")
             if item["excerpt"]:
                 lines.extend("    | " + line for line in item["excerpt"].splitlines()[-12:])
+        if item.get("resume_check"):
+            lines.append(f"  resume: {item['resume_check']}")
         if item["supervisor_action"]:
             lines.append(f"  supervisor: {item['supervisor_action']}")
     if report.get("final_reason"):

@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo import policy
+from verl_async_dapo import policy, resume_check
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.attempt_log import AttemptLog
+from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
@@ -62,6 +62,7 @@ class Supervisor:
         self._tg: anyio.abc.TaskGroup | None = None
         self._unsaved: tuple[ProgressParser, int] | None = None  # parsed but not yet written progress
         self._last_save = 0.0
+        self._progress = ProgressWriter(ctx, run_id)
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -123,11 +124,9 @@ class Supervisor:
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
             kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
         )  # fmt: skip
-        self.ctx.store.update_attempt(
-            self.run_id, attempt.n,
-            decision={"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
-                      "suggestions": list(decision.suggestions)},
-        )  # fmt: skip
+        recorded = {"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
+                    "suggestions": list(decision.suggestions)}  # fmt: skip
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded)
         if not decision.relaunch or decision.next_config is None:
             return self._finish("failed", decision.reason, list(decision.suggestions))
         self.ctx.store.update_run(self.run_id, status="retrying")
@@ -135,16 +134,24 @@ class Supervisor:
             "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
             run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes)},
         )  # fmt: skip
-        # Independent: the old job's cleanup and the checkpoint lookup run at once.
-        resumed: int | None = None
+        # Independent: the old job's cleanup and the checkpoint check run at once.
+        box: dict[str, resume_check.CheckpointState] = {}
 
-        async def find_checkpoint() -> None:
-            nonlocal resumed
-            resumed = await self._checkpointed_step()
+        async def check_checkpoint() -> None:
+            progress = self.ctx.store.run(self.run_id).progress or {}  # type: ignore[union-attr]
+            last = progress.get("step") if progress.get("attempt") == attempt.n else None
+            box["ckpt"] = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
+                                                     save_freq=self.settings.save_freq, last_step=last)  # fmt: skip
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(find_checkpoint)
+            tg.start_soon(check_checkpoint)
             await self._make_sure_dead(attempt)
+        ckpt = box["ckpt"]
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision={**recorded, "checkpoint": ckpt.to_dict()})
+        if ckpt.note:  # before the relaunch, not after: the user hears it from the supervisor, not from a lost run
+            self.ctx.store.add_event("warning", "checkpoint_check", self.ctx.scrub(ckpt.note), run_id=self.run_id,
+                                     data={"attempt": attempt.n + 1, **ckpt.to_dict()})  # fmt: skip
+        resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
         return "relaunched" if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
@@ -336,15 +343,7 @@ class Supervisor:
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None
         self._last_save = time.monotonic()
-        snapshot = parser.snapshot().to_dict()
-        snapshot["attempt"] = attempt_n
-        for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
-            if snapshot.get(key):
-                snapshot[key] = self.ctx.scrub(snapshot[key])
-        fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
-        if snapshot.get("swanlab_url"):
-            fields["swanlab_url"] = snapshot["swanlab_url"]
-        self.ctx.store.update_run(self.run_id, **fields)
+        self._progress.save(parser.snapshot().to_dict(), attempt_n)
 
     # -- recovery helpers -----------------------------------------------------------------
 
@@ -355,15 +354,6 @@ class Supervisor:
                 await self.target.stop_job(JobHandle(**attempt.job), grace_seconds=5.0)
             except TargetError as exc:
                 log.warning("cleanup of attempt %d: %s", attempt.n, exc)
-
-    async def _checkpointed_step(self) -> int | None:
-        ckpt_dir = checkpoint_dir_for(self.settings, self.run_id)  # the same dir every attempt's plan uses
-        try:
-            data = await self.target.read_tail(f"{ckpt_dir}/latest_checkpointed_iteration.txt", 64)
-        except TargetError:
-            return None
-        text = data.decode(errors="replace").strip()
-        return int(text) if text.isdigit() else None
 
     # -- state ------------------------------------------------------------------------------
 
