@@ -136,21 +136,11 @@ class Supervisor:
         )  # fmt: skip
         # Independent: the old job's cleanup and the checkpoint check run at once.
         box: dict[str, resume_check.CheckpointState] = {}
-
-        async def check_checkpoint() -> None:
-            progress = self.ctx.store.run(self.run_id).progress or {}  # type: ignore[union-attr]
-            last = progress.get("step") if progress.get("attempt") == attempt.n else None
-            box["ckpt"] = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
-                                                     save_freq=self.settings.save_freq, last_step=last)  # fmt: skip
-
         async with anyio.create_task_group() as tg:
-            tg.start_soon(check_checkpoint)
+            tg.start_soon(self._check_checkpoint, attempt.n, box)
             await self._make_sure_dead(attempt)
         ckpt = box["ckpt"]
         self.ctx.store.update_attempt(self.run_id, attempt.n, decision={**recorded, "checkpoint": ckpt.to_dict()})
-        if ckpt.note:  # before the relaunch, not after: the user hears it from the supervisor, not from a lost run
-            self.ctx.store.add_event("warning", "checkpoint_check", self.ctx.scrub(ckpt.note), run_id=self.run_id,
-                                     data={"attempt": attempt.n + 1, **ckpt.to_dict()})  # fmt: skip
         resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
@@ -346,6 +336,16 @@ class Supervisor:
         self._progress.save(parser.snapshot().to_dict(), attempt_n)
 
     # -- recovery helpers -----------------------------------------------------------------
+
+    async def _check_checkpoint(self, attempt_n: int, box: dict[str, resume_check.CheckpointState]) -> None:
+        progress = self.ctx.store.run(self.run_id).progress or {}  # type: ignore[union-attr]
+        last = progress.get("step") if progress.get("attempt") == attempt_n else None
+        ckpt = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
+                                          save_freq=self.settings.save_freq, last_step=last)  # fmt: skip
+        if ckpt.note:  # before the relaunch, not after: the user hears it from the supervisor, not from a lost run
+            self.ctx.store.add_event("warning", "checkpoint_check", self.ctx.scrub(ckpt.note), run_id=self.run_id,
+                                     data={"attempt": attempt_n + 1, **ckpt.to_dict()})  # fmt: skip
+        box["ckpt"] = ckpt
 
     async def _make_sure_dead(self, attempt: AttemptRow) -> None:
         """The previous attempt's processes (and Ray) must be gone before the next starts."""

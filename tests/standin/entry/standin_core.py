@@ -150,8 +150,12 @@ class Trainer:
         """verl 0.9's async rollout: a vLLMHttpServer actor runs `vllm serve` and captures CUDA graphs."""
         server = f"(vLLMHttpServer pid={self.ray.runner_pid + 7}) "
         util = self.get("actor_rollout_ref.rollout.gpu_memory_utilization", 0.5)
-        for text in ("['serve',", f" '--gpu_memory_utilization', '{util}',", " '--tensor_parallel_size', '1']",
-                     "Capturing CUDA graphs (decode, FULL): 100%|██████████| 35/35 [00:00<00:00, 254.74it/s]"):
+        for text in (
+            "['serve',",
+            f" '--gpu_memory_utilization', '{util}',",
+            " '--tensor_parallel_size', '1']",
+            "Capturing CUDA graphs (decode, FULL): 100%|██████████| 35/35 [00:00<00:00, 254.74it/s]",
+        ):
             self.out._emit(server, text, sys.stdout)  # fmt: skip
 
     def check_startup_config(self) -> None:
