@@ -101,3 +101,12 @@ def test_a_backlog_then_live_lines_rate_only_from_live_ones() -> None:
     parser.feed("step:4 - timing_s/step:5.0\n", now=120.0)
     snap = parser.snapshot()
     assert (snap.eta_basis, snap.seconds_per_step, snap.eta_seconds) == (ETA_WALL, 20.0, 120.0)
+
+
+@pytest.mark.parametrize(("name", "primary"), [(HEALTHY, None), (RELAUNCHED, None),
+                                               (STARTUP_OOM, ("rollout_oom", "vllm_startup_memory"))])  # fmt: skip
+def test_real_runs_classify_as_healthy_or_the_startup_share(name: str, primary: tuple[str, str] | None) -> None:
+    from verl_async_dapo.logs.classify import classify
+
+    found = classify((REAL / name).read_text(encoding="utf-8")).primary
+    assert (None if found is None else (found.category.value, found.kind)) == primary

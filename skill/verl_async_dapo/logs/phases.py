@@ -24,6 +24,7 @@ Inside a step verl saves and validates *before* printing that step's metrics lin
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 
@@ -47,12 +48,34 @@ _ROLLOUT_LINES = ("Initializing a V1 LLM engine", "Capturing CUDA graph", "Initi
 _FIT_STARTS = ("Checkpoint tracker file does not exist", "Training from scratch", "Load from checkpoint folder")
 
 
+# One search decides whether a line can be a marker at all (most lines are not): the parser stays cheap.
+_ANY_MARKER_RE = re.compile(
+    "|".join(
+        re.escape(m)
+        for m in (
+            "ray init kwargs",
+            *_RAY_UP,
+            *_ROLLOUT_LINES,
+            *_FIT_STARTS,
+            "Training Progress",
+            "test_gen_batch meta info",
+            "local_global_step_folder:",
+            "validation generation end",
+            "Final validation metrics",
+        )
+    )
+)
+
+
 def next_phase(current: Phase, raw: str, line: str, *, training_started: bool) -> Phase | None:
     """The phase after this line (``raw`` as printed, ``line`` cleaned), or None when it does not change it.
 
     ``training_started``: a metrics line was seen in this attempt (the first step is no longer warming up).
     """
-    if current in _STARTUP_ORDER:
+    starting = current in _STARTUP_ORDER
+    if not (starting and "Server pid=" in raw) and _ANY_MARKER_RE.search(line) is None:
+        return None
+    if starting:
         rank = _STARTUP_ORDER.index(current)
         if rank < 1 and "ray init kwargs" in line:
             return Phase.STARTING_RAY

@@ -195,7 +195,8 @@ class _State:
         if not line.strip():
             return
         self.any_line = True
-        found = next_phase(self.phase, raw, line, training_started=self.step is not None)
+        # A metrics line (long: 100+ fields) is never a phase marker; it sets "training" itself.
+        found = None if "step:" in line else next_phase(self.phase, raw, line, training_started=self.step is not None)
         if found is not None and found is not self.phase:
             self.phase, self.phase_since = found, self.now
         if "skip write latest_checkpointed_iteration" in line:
