@@ -40,7 +40,9 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
     ),
     ErrorCategory.ROLLOUT_OOM: CategoryInfo(
         "The rollout engine (vLLM/SGLang) ran out of GPU memory for weights, KV cache or CUDA graphs.",
-        "relaunch with a lower rollout.gpu_memory_utilization, then eager mode (no CUDA graphs)",
+        "depends on the message: 'no memory for the cache blocks' / 'increase --mem-fraction-static' → relaunch with a "
+        "higher rollout.gpu_memory_utilization, then a lower rollout.max_num_seqs; 'free memory on device … less than "
+        "desired' or a CUDA-graph / wake-up OOM → a lower one, then eager mode (no CUDA graphs)",
         True,
     ),
     ErrorCategory.HOST_OOM: CategoryInfo(

@@ -2,7 +2,9 @@
 
 GPU OOM in training climbs the ladder offload → recompute (skipping rungs the attempt already
 has or the user turned off), then halves the per-GPU token budget. A rollout (vLLM/SGLang)
-OOM never touches training features: it lowers the rollout's memory share, then turns CUDA
+OOM never touches training features, and its fix follows the message (rollout_policy): "no
+memory for the cache blocks" raises the engine's share (then lowers max_num_seqs), "free memory
+on device is less than desired" lowers it, CUDA-graph / wake-up OOMs lower it then turn CUDA
 graphs off. A host-RAM OOM never adds CPU offload (that moves more into host RAM); it stops
 with suggestions, like every non-OOM failure. At most ``max_retries`` relaunches in all.
 """
@@ -13,9 +15,8 @@ from dataclasses import dataclass, field, replace
 
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.features import GPU_OOM_LADDER, Feature, FeatureSet
+from verl_async_dapo.rollout_policy import fix_for_kind, rollout_oom_step
 
-ROLLOUT_UTIL_STEP = 0.1
-ROLLOUT_UTIL_FLOOR = 0.3
 TOKEN_BUDGET_FLOOR = 0.5  # below half, caps hit the one-sequence floor and change nothing
 
 
@@ -28,12 +29,21 @@ class MemoryTweaks:
     rollout_enforce_eager: bool = False
     # Multiplies every *_max_token_len_per_gpu (dynamic batch) budget.
     token_budget_scale: float = 1.0
+    # What earlier attempts proved about the rollout share: a "too small" failure at a share sets the floor,
+    # a "too large" one the ceiling; later shares stay strictly between them, so the ladder never oscillates.
+    rollout_util_floor: float | None = None
+    rollout_util_ceiling: float | None = None
+    # None = verl's configured rollout.max_num_seqs (only set once raising the share is no longer possible).
+    rollout_max_num_seqs: int | None = None
 
     def describe(self) -> dict[str, object]:
         return {
             "rollout_gpu_memory_utilization": self.rollout_gpu_memory_utilization,
             "rollout_enforce_eager": self.rollout_enforce_eager,
             "token_budget_scale": self.token_budget_scale,
+            "rollout_util_floor": self.rollout_util_floor,
+            "rollout_util_ceiling": self.rollout_util_ceiling,
+            "rollout_max_num_seqs": self.rollout_max_num_seqs,
         }
 
 
@@ -62,26 +72,29 @@ def decide(
     relaunches_so_far: int,
     max_retries: int,
     base_gpu_memory_utilization: float,
+    kind: str | None = None,
+    evidence: str | None = None,
 ) -> Decision:
-    """Decide the next step after a failed attempt (``category`` None = failed with no finding)."""
+    """Decide the next step after a failed attempt (``category`` None = failed with no finding).
+
+    ``kind`` / ``evidence``: the finding's kind and excerpt; a rollout OOM's fix depends on them."""
     cat = category or ErrorCategory.UNKNOWN
     if cat not in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
         return Decision(False, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
+    tips = _suggestions(cat, current, kind)
     if relaunches_so_far >= max_retries:
         return Decision(
             False,
             f"{cat.value} again after {relaunches_so_far} relaunch(es); MAX_OOM_RETRIES={max_retries} reached",
-            suggestions=_suggestions(cat, current),
+            suggestions=tips,
         )
     step = (
         _gpu_oom_step(current)
         if cat is ErrorCategory.GPU_OOM
-        else _rollout_oom_step(current, base_gpu_memory_utilization)
+        else rollout_oom_step(current, base_gpu_memory_utilization, kind, evidence)
     )
     if step is None:
-        return Decision(
-            False, f"{cat.value}: every memory-saving step is already applied", suggestions=_suggestions(cat, current)
-        )
+        return Decision(False, f"{cat.value}: every memory-saving step is already applied", suggestions=tips)
     next_config, changes = step
     return Decision(True, f"{cat.value}: relaunching with {', '.join(changes)}", next_config, changes)
 
@@ -98,21 +111,14 @@ def _gpu_oom_step(current: AttemptConfig) -> tuple[AttemptConfig, tuple[str, ...
     return None
 
 
-def _rollout_oom_step(current: AttemptConfig, base_util: float) -> tuple[AttemptConfig, tuple[str, ...]] | None:
-    util = current.tweaks.rollout_gpu_memory_utilization or base_util
-    lowered = round(util - ROLLOUT_UTIL_STEP, 2)
-    if lowered >= ROLLOUT_UTIL_FLOOR:
-        tweaks = replace(current.tweaks, rollout_gpu_memory_utilization=lowered)
-        return replace(current, tweaks=tweaks), (f"rollout gpu_memory_utilization {util:g} → {lowered:g}",)
-    if not current.tweaks.rollout_enforce_eager:
-        tweaks = replace(current.tweaks, rollout_enforce_eager=True)
-        return replace(current, tweaks=tweaks), ("rollout enforce_eager (no CUDA graphs)",)
-    return None
+def fix_text(category: ErrorCategory, kind: str | None) -> str:
+    """The fix shown to the user for a finding: for a rollout OOM it is the kind's, the one the ladder applies."""
+    return fix_for_kind(kind) if category is ErrorCategory.ROLLOUT_OOM else CATEGORY_INFO[category].fix
 
 
-def _suggestions(cat: ErrorCategory, current: AttemptConfig) -> tuple[str, ...]:
+def _suggestions(cat: ErrorCategory, current: AttemptConfig, kind: str | None = None) -> tuple[str, ...]:
     """Concrete next steps for a human, given what the last attempt already had."""
-    tips: list[str] = [CATEGORY_INFO[cat].fix]
+    tips: list[str] = [fix_text(cat, kind)]
     if cat is ErrorCategory.GPU_OOM:
         if Feature.OFFLOAD in current.features.explicit.disabled:
             tips.append("allow offload (remove no_offload from USER_FEATURES)")
@@ -120,6 +126,11 @@ def _suggestions(cat: ErrorCategory, current: AttemptConfig) -> tuple[str, ...]:
             "lower MAX_RESPONSE_LENGTH (e.g. halve it) or TRAIN_BATCH_SIZE / PPO_MINI_BATCH_SIZE",
             "use more GPUs (TRAINER_GPUS) or a larger sequence-parallel size",
             "lower GPU_MEMORY_UTILIZATION so the rollout leaves more room for training",
+        ]
+    elif cat is ErrorCategory.ROLLOUT_OOM and kind == "vllm_startup_memory":
+        tips += [
+            "free the GPU before starting: nvidia-smi shows which processes hold its memory (a leftover vLLM/Ray?)",
+            "turn offload on (USER_FEATURES=offload) so the colocated trainer holds less GPU memory at engine start",
         ]
     elif cat is ErrorCategory.ROLLOUT_OOM:
         tips += [

@@ -314,6 +314,17 @@ def _busy(total: str, used: str) -> bool:
         return False
 
 
+async def detect_verl_version(target: Target, settings: TrainingSettings) -> str | None:
+    """Only the version read of the verl check (what ``start --skip-preflight`` still needs): None when the target
+    has no verl at VERL_HOME. Skipping the checks must not skip this, or a skipped preflight refuses to start."""
+    pf = _Preflight(target, settings)
+    await target.ensure_running()
+    res = await target.run(["python3", "-c", "print(1)"], timeout=30)
+    pf.has_python = res.exit_code == 0
+    await pf.verl()
+    return pf.verl_version
+
+
 async def run_preflight(target: Target, settings: TrainingSettings) -> PreflightReport:
     """Every check, one line each; stops early only when the target itself is unreachable."""
     pf = _Preflight(target, settings)

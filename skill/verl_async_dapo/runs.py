@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from verl_async_dapo import policy
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.app import AppContext
@@ -25,7 +26,7 @@ from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify_tail
 from verl_async_dapo.logs.progress import parse_progress
-from verl_async_dapo.preflight import PreflightReport, run_preflight
+from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
@@ -100,6 +101,11 @@ async def start_training(
         if not report.ok:
             raise UserInputError("preflight failed, nothing was started:\n" + "\n".join(report.lines()))
     version = settings.verl_version or (report.verl_version if report else None)
+    if not version and report is None:  # --skip-preflight skips the checks, not the version read
+        try:
+            version = await detect_verl_version(target, settings)
+        except TargetError as exc:
+            raise UserInputError(f"could not read the verl version in {container.name}: {exc}") from None
     if not version:
         raise UserInputError("could not detect the verl version in the target; set VERL_VERSION (e.g. 0.9.1)")
     experiment = settings.experiment_name or time.strftime("dapo-%Y%m%d-%H%M%S")
@@ -255,12 +261,18 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     step = progress.get("step")
     percent = round(100.0 * step / total, 1) if step is not None and total else None
     status = run.status
+    since = progress.get("phase_since")
+    active = status in ACTIVE_RUN_STATUSES
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
+        "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
+        "phase": progress.get("phase"),
+        "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
-        "resumed_from_step": progress.get("resumed_from_step"), "swanlab_url": run.swanlab_url,
+        "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
+        "swanlab_url": run.swanlab_url,
         "as_of": run.progress_at, "final_reason": run.final_reason, "suggestions": run.suggestions,
     }  # fmt: skip
 
@@ -288,7 +300,10 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     run = resolve_run(ctx, run_id)
     heal(ctx, run)
     items = []
-    for attempt in ctx.store.attempts(run.id):
+    lost = {e.data.get("attempt"): e.message for e in ctx.store.events(run.id, limit=10_000)
+            if e.kind == "resume_lost" and e.data}  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    for attempt in attempts:
         error = attempt.error
         info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
         items.append({
@@ -297,9 +312,11 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "reason_started": attempt.reason,
             "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
             "excerpt": error.get("excerpt") if error else None,
-            "explanation": info.explanation if info else None, "fix": info.fix if info else None,
+            "explanation": info.explanation if info else None,
+            "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
             "supervisor_action": (attempt.decision or {}).get("reason"),
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
+            "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
         })  # fmt: skip
     return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
             "suggestions": run.suggestions}  # fmt: skip
@@ -330,6 +347,15 @@ async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any
     return [{"attempt": attempts[-1].n, "category": f.category.value, "kind": f.kind, "count": f.count,
              "message": ctx.scrub(f.message), "explanation": f.explanation, "fix": f.fix}
             for f in found.findings if not f.fatal]  # fmt: skip
+
+def _resume_words(n: int, attempts: list[Any], lost: dict[Any, str], progress: dict[str, Any]) -> str | None:
+    """How attempt n resumed: the loss verl's log showed, else what the check before it found, else its progress."""
+    if n in lost:
+        return lost[n]
+    before = (attempts[n - 2].decision or {}).get("checkpoint") if n > 1 else None
+    if before and before.get("note"):
+        return str(before["note"])
+    return progress.get("resume_check") if progress.get("attempt") == n else None
 
 
 async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seconds: float = 15.0) -> dict[str, Any]:

@@ -70,5 +70,8 @@ def attempt_config_from_dict(data: dict[str, Any]) -> AttemptConfig:
             rollout_gpu_memory_utilization=tweaks.get("rollout_gpu_memory_utilization"),
             rollout_enforce_eager=bool(tweaks.get("rollout_enforce_eager", False)),
             token_budget_scale=float(tweaks.get("token_budget_scale", 1.0)),
+            rollout_util_floor=tweaks.get("rollout_util_floor"),
+            rollout_util_ceiling=tweaks.get("rollout_util_ceiling"),
+            rollout_max_num_seqs=tweaks.get("rollout_max_num_seqs"),
         ),
     )

@@ -270,12 +270,26 @@ class ProgressOut(_Out):
     total_steps: int | None = None
     percent: float | None = None
     eta_seconds: float | None = None
+    eta_basis: str | None = Field(
+        None, description="Where the ETA's rate comes from: the wall clock between step lines (after step 1, so the "
+        "warm-up is left out; validation and checkpoint time are in), tqdm's estimate, or timing_s/step",
+    )  # fmt: skip
+    seconds_per_step: float | None = None
+    phase: str | None = Field(
+        None, description="What the attempt is doing, from the log: starting, starting Ray, loading model, rollout "
+        "engine start-up, first step (warm-up), validation, saving checkpoint, training, finishing",
+    )  # fmt: skip
+    phase_seconds: float | None = Field(None, description="Seconds spent in the phase so far (active runs)")
     features: list[str] = Field(description="Features of the current attempt")
     metrics: dict[str, float | int | bool | str | None] = Field(
         description="Latest metrics line (e.g. critic/score/mean)"
     )
     metrics_step: int | None = None
     resumed_from_step: int | None = Field(None, description="Checkpoint step the current attempt resumed from")
+    resume_check: str | None = Field(
+        None, description="Whether verl resumed where the saved checkpoints say it should, e.g. 'resumed from 0: 4 "
+        "steps lost (global_step_4 was saved)' when the checkpoint tracker was never written (verl #7952)",
+    )  # fmt: skip
     swanlab_url: str | None = None
     as_of: float | None = Field(None, description="Unix time of the progress reading")
     final_reason: str | None = None
@@ -296,6 +310,7 @@ class AttemptErrorOut(_Out):
     fix: str | None = None
     supervisor_action: str | None = Field(None, description="What the supervisor decided after this attempt")
     changes_next_attempt: list[str] = []
+    resume_check: str | None = Field(None, description="How this attempt resumed, when it did not as expected")
 
 
 class WarningOut(_Out):

@@ -25,15 +25,27 @@ def render_bar(progress: dict[str, Any]) -> str:
     filled = int(BAR_WIDTH * step / total) if total else 0
     bar = "█" * filled + " " * (BAR_WIDTH - filled)
     pct = progress.get("percent")
-    return (f"[{progress['status']}] attempt {progress['attempt']} |{bar}| {step}/{total or '?'} "
+    line = (f"[{progress['status']}] attempt {progress['attempt']} |{bar}| {step}/{total or '?'} "
             f"{'' if pct is None else f'{pct:.1f}% '}ETA {_duration(progress.get('eta_seconds'))}")  # fmt: skip
+    phase = progress.get("phase")
+    if phase and phase not in ("training", "finishing") and progress.get("status") not in FINAL:
+        # Before the first step "0/N ETA ?" says nothing: say what it is doing, and for how long.
+        seconds = progress.get("phase_seconds")
+        line += f" · {phase}" + (f" for {_duration(seconds)}" if seconds is not None else "")
+    return line
 
 
 def render_status(progress: dict[str, Any]) -> str:
     lines = [f"run {progress['run_id']}", render_bar(progress)]
     if progress.get("features"):
         lines.append("features: " + ", ".join(progress["features"]))
-    if progress.get("resumed_from_step"):
+    if progress.get("eta_basis") and progress.get("status") not in FINAL:
+        per_step = progress.get("seconds_per_step")
+        rate = f"{per_step:g} s/step, " if per_step is not None else ""
+        lines.append(f"ETA from {rate}{progress['eta_basis']}")
+    if progress.get("resume_check"):  # e.g. "resumed from 0: 4 steps lost": said, never silent
+        lines.append(progress["resume_check"])
+    elif progress.get("resumed_from_step"):
         lines.append(f"resumed from step {progress['resumed_from_step']}")
     metrics = progress.get("metrics") or {}
     for key in ("critic/score/mean", "response_length/mean", "actor/pg_loss", "timing_s/step"):
@@ -62,6 +74,8 @@ def render_errors(report: dict[str, Any]) -> str:
             lines.append(f"  fix: {item['fix']}")
             if item["excerpt"]:
                 lines.extend("    | " + line for line in item["excerpt"].splitlines()[-12:])
+        if item.get("resume_check"):
+            lines.append(f"  resume: {item['resume_check']}")
         if item["supervisor_action"]:
             lines.append(f"  supervisor: {item['supervisor_action']}")
     for warning in report.get("warnings") or []:

@@ -20,8 +20,9 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo import policy
+from verl_async_dapo import policy, resume_check
 from verl_async_dapo.app import AppContext
+from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
@@ -61,6 +62,7 @@ class Supervisor:
         self._tg: anyio.abc.TaskGroup | None = None
         self._unsaved: tuple[ProgressParser, int] | None = None  # parsed but not yet written progress
         self._last_save = 0.0
+        self._progress = ProgressWriter(ctx, run_id)
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -120,12 +122,11 @@ class Supervisor:
         decision = policy.decide(
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
+            kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
         )  # fmt: skip
-        self.ctx.store.update_attempt(
-            self.run_id, attempt.n,
-            decision={"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
-                      "suggestions": list(decision.suggestions)},
-        )  # fmt: skip
+        recorded = {"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
+                    "suggestions": list(decision.suggestions)}  # fmt: skip
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded)
         if not decision.relaunch or decision.next_config is None:
             return self._finish("failed", decision.reason, list(decision.suggestions))
         self.ctx.store.update_run(self.run_id, status="retrying")
@@ -133,16 +134,14 @@ class Supervisor:
             "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
             run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes)},
         )  # fmt: skip
-        # Independent: the old job's cleanup and the checkpoint lookup run at once.
-        resumed: int | None = None
-
-        async def find_checkpoint() -> None:
-            nonlocal resumed
-            resumed = await self._checkpointed_step()
-
+        # Independent: the old job's cleanup and the checkpoint check run at once.
+        box: dict[str, resume_check.CheckpointState] = {}
         async with anyio.create_task_group() as tg:
-            tg.start_soon(find_checkpoint)
+            tg.start_soon(self._check_checkpoint, attempt.n, box)
             await self._make_sure_dead(attempt)
+        ckpt = box["ckpt"]
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision={**recorded, "checkpoint": ckpt.to_dict()})
+        resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
         return "relaunched" if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
@@ -206,9 +205,10 @@ class Supervisor:
         process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
         plans: list[LaunchPlan] = []
         try:
-            for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
+            for category, kind in ((ErrorCategory.GPU_OOM, None), (ErrorCategory.ROLLOUT_OOM, None),
+                                   (ErrorCategory.ROLLOUT_OOM, "vllm_kv_cache")):  # fmt: skip
                 decision = policy.decide(config, category, relaunches_so_far=n - 1,
-                                         max_retries=self.settings.max_oom_retries,
+                                         max_retries=self.settings.max_oom_retries, kind=kind,
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:
                     plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
@@ -248,21 +248,20 @@ class Supervisor:
 
     async def _watch(self, attempt: AttemptRow, handle: JobHandle) -> None:
         """Follow the log until the job ends, keeping progress fresh; then record the outcome."""
-        parser = ProgressParser()
         # An attempt this process launched is read from its first byte (resume lines come first); a reattached
         # one from its last MiB, so a multi-GB log never has to be read whole.
-        offset: int | None = 0 if attempt.n in self._launched else None
+        reader = await AttemptLog.open(self.target, handle, from_start=attempt.n in self._launched)
+        parser = reader.parser
         tail: dict[str, Any] = {}
         while True:
             ended_cleanly = False
             try:
-                async for chunk in self.target.follow(handle, from_offset=offset):
-                    parser.feed(chunk.decode("utf-8", errors="replace"))
+                async for chunk in self.target.follow(handle, from_offset=reader.position):  # resumes where it broke
+                    reader.take(chunk)
                     if time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
                         self._save_progress(parser, attempt.n)
                     else:  # the heartbeat writes it if no chunk follows (a step's last lines, then silence)
                         self._unsaved = (parser, attempt.n)
-                    offset = None
                 ended_cleanly = True
             except TargetError as exc:
                 log.warning("lost the log stream (%s); retrying", exc)
@@ -274,7 +273,11 @@ class Supervisor:
             if status is not None and not status.running:
                 break
             await anyio.sleep(FOLLOW_RETRY_SECONDS)
-            offset = None
+        if self._target_gone is None:  # final progress is the last line's: read what the stream did not deliver
+            try:
+                await reader.read_rest(self.target, handle)
+            except TargetError as exc:
+                log.warning("could not read the end of the log (%s); progress may lag", exc)
         self._save_progress(parser, attempt.n)
         self._unsaved = None
         if self._target_gone is not None:
@@ -330,17 +333,19 @@ class Supervisor:
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None
         self._last_save = time.monotonic()
-        snapshot = parser.snapshot().to_dict()
-        snapshot["attempt"] = attempt_n
-        for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
-            if snapshot.get(key):
-                snapshot[key] = self.ctx.scrub(snapshot[key])
-        fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
-        if snapshot.get("swanlab_url"):
-            fields["swanlab_url"] = snapshot["swanlab_url"]
-        self.ctx.store.update_run(self.run_id, **fields)
+        self._progress.save(parser.snapshot().to_dict(), attempt_n)
 
     # -- recovery helpers -----------------------------------------------------------------
+
+    async def _check_checkpoint(self, attempt_n: int, box: dict[str, resume_check.CheckpointState]) -> None:
+        progress = self.ctx.store.run(self.run_id).progress or {}  # type: ignore[union-attr]
+        last = progress.get("step") if progress.get("attempt") == attempt_n else None
+        ckpt = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
+                                          save_freq=self.settings.save_freq, last_step=last)  # fmt: skip
+        if ckpt.note:  # before the relaunch, not after: the user hears it from the supervisor, not from a lost run
+            self.ctx.store.add_event("warning", "checkpoint_check", self.ctx.scrub(ckpt.note), run_id=self.run_id,
+                                     data={"attempt": attempt_n + 1, **ckpt.to_dict()})  # fmt: skip
+        box["ckpt"] = ckpt
 
     async def _make_sure_dead(self, attempt: AttemptRow) -> None:
         """The previous attempt's processes (and Ray) must be gone before the next starts."""
@@ -349,15 +354,6 @@ class Supervisor:
                 await self.target.stop_job(JobHandle(**attempt.job), grace_seconds=5.0)
             except TargetError as exc:
                 log.warning("cleanup of attempt %d: %s", attempt.n, exc)
-
-    async def _checkpointed_step(self) -> int | None:
-        ckpt_dir = checkpoint_dir_for(self.settings, self.run_id)  # the same dir every attempt's plan uses
-        try:
-            data = await self.target.read_tail(f"{ckpt_dir}/latest_checkpointed_iteration.txt", 64)
-        except TargetError:
-            return None
-        text = data.decode(errors="replace").strip()
-        return int(text) if text.isdigit() else None
 
     # -- state ------------------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from pathlib import Path
 PACKAGE = "verl_async_dapo"
 ROOT = Path(__file__).resolve().parents[2] / "skill" / PACKAGE
 
-CORE = ("flow", "features", "policy", "categories", "redact", "answers", "runspec", "exceptions", "verl", "logs")
+CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", "answers", "runspec", "exceptions", "status",
+        "verl", "logs")
 CORE_MAY_USE = ("settings", "paths")  # configuration: environment variables and directory names, read on demand
 IO_MODULES = ("sqlite3", "docker", "mcp", "anyio", "asyncio", "subprocess", "socket", "threading", "requests",
               "urllib.request", "http", "starlette", "uvicorn", "swanlab", "shutil", "tempfile", "fcntl")  # fmt: skip
@@ -100,7 +101,7 @@ def test_the_pure_core_imports_no_io_and_nothing_impure_of_ours() -> None:
             for name in imports_of(dep):
                 if _in(name, IO_MODULES):
                     problems.append(f"{short} reaches {name} (via {_ours(dep)})")
-    assert sorted(set(problems)) == []
+    assert sorted(set(problems)) == [], "\n".join(sorted(set(problems)))
 
 
 def test_faces_use_services_not_the_store_or_targets() -> None:
@@ -110,7 +111,7 @@ def test_faces_use_services_not_the_store_or_targets() -> None:
             short = _ours(name) or name
             if _in(short, NOT_FOR_FACES):
                 problems.append(f"{face} imports {short}")
-    assert problems == []
+    assert problems == [], "\n".join(problems)
 
 
 def test_nothing_imports_a_face() -> None:
@@ -120,7 +121,7 @@ def test_nothing_imports_a_face() -> None:
         if short is None or _in(short, FACES) or short == "__main__":
             continue
         problems += [f"{short} imports {_ours(n)}" for n in imports_of(module) if _ours(n) and _in(_ours(n), FACES)]
-    assert problems == []
+    assert problems == [], "\n".join(problems)
 
 
 def test_no_module_imports_a_service_for_an_exception() -> None:
@@ -130,4 +131,4 @@ def test_no_module_imports_a_service_for_an_exception() -> None:
             if isinstance(node, ast.ImportFrom) and node.module in (f"{PACKAGE}.sessions", f"{PACKAGE}.runs"):
                 problems += [f"{_ours(module)} imports {a.name} from {node.module}" for a in node.names
                              if a.name.endswith("Error")]  # fmt: skip
-    assert problems == []
+    assert problems == [], "\n".join(problems)

@@ -187,6 +187,10 @@ def test_empty_log_knows_nothing() -> None:
         "swanlab_run_name": None,
         "resumed_from_step": None,
         "training_from_scratch": False,
+        "phase": None,
+        "phase_since": None,
+        "eta_basis": None,
+        "tracker_skipped": False,
     }
 
 

@@ -75,3 +75,17 @@ def test_errors_lists_each_attempt_with_its_change_cause_and_action() -> None:
     assert "attempt 2: running  features: flash_attn, offload" in lines  # no exit code yet
     assert "  changed: a.param_offload: False → True; b.param_offload: False → True" in lines
     assert lines[-1] == "result: training finished (exit code 0)"
+
+
+def test_bar_before_the_first_step_says_the_phase_and_its_time() -> None:
+    line = render_bar(progress(step=None, total_steps=4, phase="rollout engine start-up", phase_seconds=125.0))
+    assert line.endswith("0/4 ETA ? · rollout engine start-up for 02:05")
+    assert render_bar(progress(step=2, total_steps=4, phase="training", phase_seconds=3.0)).endswith("ETA ?")
+    done = render_bar(progress(status="succeeded", step=4, total_steps=4, phase="finishing", phase_seconds=None))
+    assert "·" not in done
+
+
+def test_status_says_what_the_eta_is_based_on() -> None:
+    text = render_status(progress(step=3, total_steps=6, eta_seconds=30.0, seconds_per_step=10.0,
+                                  eta_basis="wall clock between step lines (includes validation and checkpoint time)"))  # fmt: skip
+    assert "ETA from 10 s/step, wall clock between step lines (includes validation and checkpoint time)" in text

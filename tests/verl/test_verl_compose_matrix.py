@@ -31,8 +31,9 @@ TF = f"{A}.megatron.override_transformer_config"
 BASE_UTIL = 0.6
 
 
-def _step(config: AttemptConfig, category: ErrorCategory, n: int) -> AttemptConfig:
-    decision = decide(config, category, relaunches_so_far=n, max_retries=10, base_gpu_memory_utilization=BASE_UTIL)
+def _step(config: AttemptConfig, category: ErrorCategory, n: int, kind: str | None = None) -> AttemptConfig:
+    decision = decide(config, category, relaunches_so_far=n, max_retries=10, base_gpu_memory_utilization=BASE_UTIL,
+                      kind=kind)  # fmt: skip
     assert decision.relaunch and decision.next_config is not None, decision.reason
     return decision.next_config
 
@@ -43,7 +44,12 @@ def escalation_configs() -> dict[str, AttemptConfig]:
     step2 = _step(step1, ErrorCategory.GPU_OOM, 1)
     tokens = _step(step2, ErrorCategory.GPU_OOM, 2)
     rollout = _step(_step(step0, ErrorCategory.ROLLOUT_OOM, 0), ErrorCategory.ROLLOUT_OOM, 1)
-    return {"defaults": step0, "offload": step1, "offload+recompute": step2, "tokens/2": tokens, "rollout-oom": rollout}
+    # "No available memory for the cache blocks": the share goes up to 0.9, then max_num_seqs comes down.
+    raised = step0
+    for n in range(4):
+        raised = _step(raised, ErrorCategory.ROLLOUT_OOM, n, "vllm_kv_cache")
+    return {"defaults": step0, "offload": step1, "offload+recompute": step2, "tokens/2": tokens, "rollout-oom": rollout,
+            "rollout-raise": raised}  # fmt: skip
 
 
 STEPS = escalation_configs()
@@ -56,6 +62,8 @@ def test_escalation_steps_are_the_ladder() -> None:
     assert STEPS["rollout-oom"].tweaks.rollout_gpu_memory_utilization == 0.4
     assert STEPS["rollout-oom"].tweaks.rollout_enforce_eager is False
     assert STEPS["rollout-oom"].features.oom_appended == ()
+    assert STEPS["rollout-raise"].tweaks.rollout_gpu_memory_utilization == 0.9
+    assert STEPS["rollout-raise"].tweaks.rollout_max_num_seqs == 128
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,8 @@ def _check_features(cfg: DictConfig, settings: Any, case: Case, config: AttemptC
     util = config.tweaks.rollout_gpu_memory_utilization or settings.gpu_memory_utilization
     assert select(cfg, f"{R}.gpu_memory_utilization") == pytest.approx(util)
     assert select(cfg, f"{R}.enforce_eager") is config.tweaks.rollout_enforce_eager
+    if config.tweaks.rollout_max_num_seqs is not None:  # a key of verl's rollout config in every release
+        assert select(cfg, f"{R}.max_num_seqs") == config.tweaks.rollout_max_num_seqs
     # The original skill's defaults: prefix caching and chunked prefill off (verl defaults both on).
     assert select(cfg, f"{R}.enable_prefix_caching") is False
     assert select(cfg, f"{R}.enable_chunked_prefill") is False

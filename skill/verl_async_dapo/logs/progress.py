@@ -6,7 +6,12 @@ Fed the tail of a log or its live increments, never the whole file. It reads:
   which is authoritative for the step number (Ray forwards tqdm's bar by line, so it lags);
 * tqdm's ``Training Progress:  12%|█▏   | 12/100 [10:00<1:13:20, 50.00s/it]``;
 * ``Total training steps: N``, the resume / from-scratch lines, and SwanLab's greeting with
-  the run URL (rich wraps a long greeting, so the URL may be alone on the next line).
+  the run URL (rich wraps a long greeting, so the URL may be alone on the next line);
+* the start-up and in-step phase markers (logs/phases.py).
+
+``feed(text, now=…)`` says when the text arrived (the supervisor follows the log live, so arrival is when
+verl printed it): the phase's start time and the ETA from the wall clock between step lines come from
+that. Text fed without ``now`` (a backlog, a tail read later) has no time and never counts towards a rate.
 """
 
 from __future__ import annotations
@@ -18,10 +23,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_async_dapo.logs.phases import Phase, next_phase
 from verl_async_dapo.logs.text import clean_line
 
 MetricValue = float | int | bool
 
+# Where the ETA's seconds-per-step come from, as said to the user (get_progress, CLI status).
+ETA_WALL = "wall clock between step lines (includes validation and checkpoint time)"
+ETA_TQDM = "tqdm's estimate"
+ETA_TIMING = "timing_s/step (excludes validation and checkpoint time)"
 # How many recent `timing_s/step` values the fallback ETA averages over.
 RECENT_STEP_TIMES = 5
 # A partial line longer than this is not a line verl prints; keep only its end.
@@ -67,6 +77,12 @@ class ProgressSnapshot:
     swanlab_run_name: str | None = None
     resumed_from_step: int | None = None
     training_from_scratch: bool = False
+    phase: str | None = None
+    # Unix time the phase began (None: its marker came in text fed without a time).
+    phase_since: float | None = None
+    eta_basis: str | None = None
+    # The trainer said it would not write the checkpoint tracker (verl #7952: async_save under FSDP).
+    tracker_skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
@@ -83,6 +99,10 @@ class ProgressSnapshot:
             "swanlab_run_name": self.swanlab_run_name,
             "resumed_from_step": self.resumed_from_step,
             "training_from_scratch": self.training_from_scratch,
+            "phase": self.phase,
+            "phase_since": self.phase_since,
+            "eta_basis": self.eta_basis,
+            "tracker_skipped": self.tracker_skipped,
         }
 
 
@@ -161,11 +181,26 @@ class _State:
     awaiting_url: str | None = None
     resumed_from_step: int | None = None
     training_from_scratch: bool = False
+    phase: Phase = Phase.STARTING
+    phase_since: float | None = None
+    any_line: bool = False  # the phase is None until the log has said anything
+    tracker_skipped: bool = False
+    # When the text being consumed arrived (None: unknown), and the first / latest step line seen with a time.
+    now: float | None = None
+    first_timed: tuple[int, float] | None = None
+    last_timed: tuple[int, float] | None = None
 
     def consume(self, raw: str) -> None:
         line = clean_line(raw)
         if not line.strip():
             return
+        self.any_line = True
+        # A metrics line (long: 100+ fields) is never a phase marker; it sets "training" itself.
+        found = None if "step:" in line else next_phase(self.phase, raw, line, training_started=self.step is not None)
+        if found is not None and found is not self.phase:
+            self.phase, self.phase_since = found, self.now
+        if "skip write latest_checkpointed_iteration" in line:
+            self.tracker_skipped = True
         if self.awaiting_url is not None:
             self._take_wrapped_url(line)
         if "step:" in line:
@@ -189,6 +224,11 @@ class _State:
         if parsed is None:
             return
         self.step, self.metrics = parsed
+        if self.phase is not Phase.TRAINING:
+            self.phase, self.phase_since = Phase.TRAINING, self.now
+        if self.now is not None and (self.last_timed is None or self.step > self.last_timed[0]):
+            self.last_timed = (self.step, self.now)
+            self.first_timed = self.first_timed or self.last_timed
         step_time = self.metrics.get("timing_s/step", self.metrics.get("perf/time_per_step"))
         is_number = isinstance(step_time, (int, float)) and not isinstance(step_time, bool)
         if is_number and math.isfinite(step_time) and step_time > 0:
@@ -247,6 +287,14 @@ class _State:
                 self.training_from_scratch = False
                 return
 
+    def wall_seconds_per_step(self) -> float | None:
+        """Wall-clock seconds per step between the first and the latest timed step line: the first step's own
+        warm-up (before its line) is left out, validation and checkpoint time between steps are counted in."""
+        first, last = self.first_timed, self.last_timed
+        if first is None or last is None or last[0] <= first[0] or last[1] <= first[1]:
+            return None
+        return (last[1] - first[1]) / (last[0] - first[0])
+
     def seconds_per_step(self) -> float | None:
         if self.step_times:
             return sum(self.step_times) / len(self.step_times)
@@ -256,18 +304,23 @@ class _State:
         bar = self.tqdm
         step = self.step if self.step is not None else (bar.n if bar is not None else None)
         total = self.total_steps
-        per_step = self.seconds_per_step()
+        wall = self.wall_seconds_per_step()
+        per_step = wall if wall is not None else self.seconds_per_step()
         percent: float | None = None
         if step is not None and total:
             percent = round(min(100.0, 100.0 * step / total), 2)
         elif bar is not None:
             percent = bar.percent
         eta: float | None = None
+        basis: str | None = None
+        if wall is not None and step is not None and total is not None:
+            eta, basis = round(max(total - step, 0) * wall, 1), ETA_WALL
         # tqdm's own estimate is only trusted when its bar has caught up with the step lines.
-        if bar is not None and bar.remaining_s is not None and (self.step is None or bar.n == self.step):
-            eta = bar.remaining_s
+        elif bar is not None and bar.remaining_s is not None and (self.step is None or bar.n == self.step):
+            eta, basis = bar.remaining_s, ETA_TQDM
         elif step is not None and total is not None and per_step is not None:
             eta = round(max(total - step, 0) * per_step, 1)
+            basis = ETA_TIMING if self.step_times else ETA_TQDM
         if step is not None and total is not None and step >= total:
             eta = 0.0
         return ProgressSnapshot(
@@ -283,6 +336,10 @@ class _State:
             swanlab_run_name=self.swanlab_run_name,
             resumed_from_step=self.resumed_from_step,
             training_from_scratch=self.training_from_scratch,
+            phase=self.phase.value if self.any_line else None,
+            phase_since=self.phase_since,
+            eta_basis=basis,
+            tracker_skipped=self.tracker_skipped,
         )
 
 
@@ -298,9 +355,11 @@ class ProgressParser:
         self._state = _State()
         self._pending = ""
 
-    def feed(self, text: str) -> None:
+    def feed(self, text: str, now: float | None = None) -> None:
+        """Consume ``text``; ``now``: when it arrived (Unix time), None when unknown (a backlog)."""
         if not text:
             return
+        self._state.now = now
         data = self._pending + text
         last_break = max(data.rfind("\n"), data.rfind("\r"))
         if last_break < 0:

@@ -251,6 +251,20 @@ RULES: tuple[Rule, ...] = (
         "mem-fraction-static",
         r"Not enough memory\. Please try to increase --mem-fraction-static",
     ),
+    # vLLM gpu_model_runner `_dummy_sampler_run`: the profiling batch of max_num_seqs requests did not fit.
+    _rule(
+        C.ROLLOUT_OOM,
+        "vllm_sampler_warmup",
+        "when warming up sampler",
+        r"CUDA out of memory occurred when warming up sampler with (?P<detail>\d+) dummy requests",
+    ),
+    # SGLang cuda_graph_runner: capture failed for lack of memory ("set --mem-fraction-static to a smaller value").
+    _rule(
+        C.ROLLOUT_OOM,
+        "sglang_cuda_graph",
+        "Capture cuda graph failed",
+        r"Capture cuda graph failed:.*(?:out of memory|OutOfMemory)",
+    ),
     # -- training GPU memory (re-filed under rollout_oom when the phase or stack is the rollout) --
     _rule(
         C.GPU_OOM,

@@ -132,6 +132,8 @@ def build_feature_overrides(
         Override(f"{ROLLOUT}.gpu_memory_utilization", round(util, 4)),
         Override(f"{ROLLOUT}.enforce_eager", tweaks.rollout_enforce_eager),
     ]
+    if tweaks.rollout_max_num_seqs is not None:  # only once the rollout-OOM ladder lowered it (verl's default else)
+        out.append(Override(f"{ROLLOUT}.max_num_seqs", tweaks.rollout_max_num_seqs))
     return FeatureOverrides(tuple(out), tuple(notes))
 
 

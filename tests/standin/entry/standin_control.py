@@ -17,6 +17,9 @@ Schema (every key optional)::
       "fail_at_step": 1,           # step for runtime failures and hang (0 = start-up)
       "hang": false,               # stop making progress at fail_at_step and sleep until killed
       "step_seconds": 0.2,         # seconds per step (else env STANDIN_STEP_SECONDS, else 0.2)
+      "startup_seconds": 0.0,      # spent in start-up, in thirds: Ray start, model load, rollout engine start-up
+      "skip_tracker": false,       # verl #7952: like actor.checkpoint.async_save=True under FSDP, save every
+                                   # checkpoint but never write latest_checkpointed_iteration.txt
       "train_samples": 17398,      # dataset sizes behind "Size of train dataloader" (17398 = DAPO-Math-17k)
       "val_samples": 30
     }
@@ -113,6 +116,8 @@ class Control:
     fail_at_step: int = 1
     hang: bool = False
     step_seconds: float | None = None
+    startup_seconds: float = 0.0
+    skip_tracker: bool = False
     train_samples: int = 17398
     val_samples: int = 30
 

@@ -108,7 +108,15 @@ class Trainer:
 
     # -- start-up ----------------------------------------------------------------------------------------
     def start(self) -> int:
-        """Prints the start-up phase; returns the total number of training steps."""
+        """Prints the start-up phase; returns the total number of training steps.
+
+        The markers are verl 0.9.1's, in the order the real H200 logs (tests/logs/real/) show them: ``ray init
+        kwargs`` → Ray's ``Started a local Ray instance`` → config, datasets, ``Total training steps`` → the
+        workers load the model → the rollout server actor starts vLLM (``vLLMHttpServer``, CUDA graphs).
+        """
+        pause = max(self.ctl.startup_seconds, 0.0) / 3
+        self.out.driver("ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {}}}", err=False)
+        time.sleep(pause)
         self.out.driver(
             f"{time.strftime('%Y-%m-%d %H:%M:%S')},123\tINFO worker.py:1879 -- Started a local Ray instance. "
             "View the dashboard at 127.0.0.1:8265 "
@@ -129,8 +137,26 @@ class Trainer:
         warmup = max(int(self.get("actor_rollout_ref.actor.optim.lr_warmup_steps", -1)), 0)
         self.out.worker(f"Total steps: {total}, num_warmup_steps: {warmup}")
         self.out.worker(f"Actor use_remove_padding={self.get('actor_rollout_ref.model.use_remove_padding', False)}")
+        self.out.worker("Loading weights: 100%|██████████| 26/26 [00:00<00:00, 4695.25it/s]")
+        self.out.worker("Before FSDP, memory allocated (GB): 0.00, memory reserved (GB): 0.00, "
+                        "device memory used/total (GB): 0.51/139.80")  # fmt: skip
+        time.sleep(pause)
+        self.rollout_startup()
+        time.sleep(pause)
         self.check_runtime_failures(0)
         return total
+
+    def rollout_startup(self) -> None:
+        """verl 0.9's async rollout: a vLLMHttpServer actor runs `vllm serve` and captures CUDA graphs."""
+        server = f"(vLLMHttpServer pid={self.ray.runner_pid + 7}) "
+        util = self.get("actor_rollout_ref.rollout.gpu_memory_utilization", 0.5)
+        for text in (
+            "['serve',",
+            f" '--gpu_memory_utilization', '{util}',",
+            " '--tensor_parallel_size', '1']",
+            "Capturing CUDA graphs (decode, FULL): 100%|██████████| 35/35 [00:00<00:00, 254.74it/s]",
+        ):
+            self.out._emit(server, text, sys.stdout)  # fmt: skip
 
     def check_startup_config(self) -> None:
         ctl, ray = self.ctl, self.ray
@@ -195,6 +221,9 @@ class Trainer:
         (actor / "model_world_size_1_rank_0.pt").write_bytes(b"verl stand-in weights\n")
         self.out.worker(f"[rank-0]: Saved model to {actor / 'model_world_size_1_rank_0.pt'}")
         (folder / "data.pt").write_bytes(b"verl stand-in dataloader state\n")
+        if self.ctl.skip_tracker or truthy(self.get("actor_rollout_ref.actor.checkpoint.async_save", False)):
+            self.out.runner("skip write latest_checkpointed_iteration.txt when async_save is True")  # verl #7952
+            return
         tmp = root / f".{TRACKER}.{os.getpid()}.tmp"
         tmp.write_text(str(step), encoding="utf-8")
         os.replace(tmp, root / TRACKER)
@@ -236,6 +265,12 @@ class Trainer:
         return metrics
 
     def validate(self, step: int) -> dict[str, Any]:
+        """ray_trainer._validate: its two console lines, then the val-* metrics."""
+        self.out.runner(
+            "test_gen_batch meta info: {'eos_token_id': 2, 'pad_token_id': 0, 'recompute_log_prob': False, "
+            f"'do_sample': True, 'validate': True, 'global_steps': {step}}}"
+        )
+        self.out.runner("validation generation end")
         acc = min(0.1 + 0.02 * step, 0.8)
         return {
             "val-core/math_dapo/acc/mean@1": NpFloat64(round(acc, 6)),
@@ -270,13 +305,14 @@ class Trainer:
             self.check_runtime_failures(step)
             is_last = step >= total
             metrics = self.step_metrics(step, (step - 1) // per_epoch, time.monotonic() - started)
+            # verl 0.9.1 saves, then validates, then prints the step's metrics line (tests/logs/real/).
+            if save_freq > 0 and (is_last or step % save_freq == 0):
+                self.save_checkpoint(step)
             if test_freq > 0 and (is_last or step % test_freq == 0):
                 val = self.validate(step)
                 metrics.update(val)
                 if is_last:
                     last_val = val
-            if save_freq > 0 and (is_last or step % save_freq == 0):
-                self.save_checkpoint(step)
             tracking.log(metrics, step)
             bar.update(1)
             if is_last:

@@ -1,0 +1,97 @@
+"""One attempt's log as the supervisor reads it: the exact byte position reached, arrival times, and the rest.
+
+The supervisor follows the log as a stream, but a stream can end before the file does (a cut ``docker exec``
+stream, a killed ``tail``, an error near the end): the last snapshot was then the one from the middle of the
+run ("succeeded at 6/10, ETA 1.6 s"). So the position read so far is kept, a broken stream is resumed from it
+(not from "the last MiB", which re-reads lines), and once the job has ended everything after it is read before
+the final snapshot is stored (``read_rest``): final progress is the last line's.
+
+A reattached supervisor starts one MiB before the end: those bytes are a backlog, printed at unknown times, so
+they are fed without an arrival time (they count towards progress, never towards a wall-clock rate).
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from typing import Any
+
+from verl_async_dapo import resume_check
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
+
+READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
+
+
+class AttemptLog:
+    def __init__(self, parser: ProgressParser, position: int | None, live_from: int = 0) -> None:
+        self.parser = parser
+        # Bytes of the file consumed so far; None when unknown (the stream then starts at the last MiB).
+        self.position = position
+        self.live_from = live_from  # bytes before this offset are a backlog (no arrival time)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    @classmethod
+    async def open(cls, target: Target, handle: JobHandle, *, from_start: bool) -> AttemptLog:
+        """From byte 0 for an attempt this process launched; else from one MiB before the current end."""
+        if from_start:
+            return cls(ProgressParser(), 0)
+        try:
+            size = await target.file_size(handle.log_path)
+        except TargetError:
+            size = None
+        if size is None:
+            return cls(ProgressParser(), None, live_from=1 << 62)
+        return cls(ProgressParser(), max(0, size - FOLLOW_DEFAULT_BYTES), live_from=size)
+
+    def take(self, chunk: bytes) -> None:
+        live = self.position is not None and self.position >= self.live_from
+        self.parser.feed(self._decoder.decode(chunk), now=time.time() if live else None)
+        if self.position is not None:
+            self.position += len(chunk)
+
+    async def read_rest(self, target: Target, handle: JobHandle) -> None:
+        """After the job ended: whatever the stream did not deliver, up to the end of the file."""
+        if self.position is None:
+            return
+        while True:
+            data = await target.read_range(handle.log_path, self.position, READ_REST_BYTES)
+            if not data:
+                break
+            self.parser.feed(self._decoder.decode(data))
+            self.position += len(data)
+            if len(data) < READ_REST_BYTES:
+                break
+        self.parser.feed(self._decoder.decode(b"", final=True))
+
+
+class ProgressWriter:
+    """Stores an attempt's progress snapshot on the run (links scrubbed) with its resume check."""
+
+    def __init__(self, ctx: AppContext, run_id: str) -> None:
+        self.ctx = ctx
+        self.run_id = run_id
+        self._warned = 0  # the attempt whose lost steps were already announced
+
+    def save(self, snapshot: dict[str, Any], attempt_n: int) -> None:
+        snapshot["attempt"] = attempt_n
+        snapshot["resume_check"] = self._resume_check(attempt_n, snapshot)
+        for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
+            if snapshot.get(key):
+                snapshot[key] = self.ctx.scrub(snapshot[key])
+        fields: dict[str, Any] = {"progress": snapshot, "progress_at": time.time(), "heartbeat_at": time.time()}
+        if snapshot.get("swanlab_url"):
+            fields["swanlab_url"] = snapshot["swanlab_url"]
+        self.ctx.store.update_run(self.run_id, **fields)
+
+    def _resume_check(self, attempt_n: int, snapshot: dict[str, Any]) -> str | None:
+        """Did verl resume where the checkpoint check before this attempt said it would? Said once as an event."""
+        attempts = self.ctx.store.attempts(self.run_id) if attempt_n > 1 else []
+        expected = (attempts[attempt_n - 2].decision or {}).get("checkpoint") if len(attempts) >= attempt_n else None
+        message = resume_check.verify(expected, snapshot)
+        if message and "lost" in message and self._warned != attempt_n:
+            self._warned = attempt_n
+            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {message}", run_id=self.run_id,
+                                     data={"attempt": attempt_n})  # fmt: skip
+        return message
