@@ -78,20 +78,51 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     )  # fmt: skip
 
 
+async def _ask_mounts(create: wire.CreateArg, ctx: Context[AppContext]) -> Elicit[wire.MountConfirmation] | NotAsked:
+    """Ask the user before mounting host directories outside the allow-list (the model cannot say yes for them)."""
+    if create is None or not create.mounts:
+        return NotAsked("not_needed")
+    app = app_of(ctx)
+    with service_errors(app):
+        review = sessions.mount_review(app, create.to_spec())
+    if not review.unlisted:
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
+    writable = set(create.writable)
+    lines = "; ".join(f"{review.resolved[h]} → {c} ({'read-write' if c in writable else 'read-only'})"
+                      for h, c in create.mounts.items())  # fmt: skip
+    return Elicit(f"Create container {create.name} with these host directories mounted? {lines}",
+                  wire.MountConfirmation)  # fmt: skip
+
+
 @tool("Select container", read_only=False, idempotent=False, open_world=True)
 async def select_container(
     ctx: Context[AppContext],
+    mounts_answer: Annotated[ElicitationResult[wire.MountConfirmation], Resolve(_ask_mounts)],
     name: wire.ContainerChoice = None,
     create: wire.CreateArg = None,
     allow_shared_gpus: wire.AllowSharedGpus = False,
+    confirm_mounts: wire.ConfirmMountsArg = False,
 ) -> wire.SessionOut:
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
-    called again to change the answer before training starts."""
+    called again to change the answer before training starts. Mounts outside the allow-list are
+    confirmed by the user in a form; where the client has none, the call needs confirm_mounts=true."""
     app = app_of(ctx)
+    data = mounts_answer.data if isinstance(mounts_answer, AcceptedElicitation) else None
+    if isinstance(data, wire.MountConfirmation):
+        confirmed = data.mount
+        if not confirmed:
+            raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
+    elif isinstance(data, NotAsked):
+        confirmed = data.why == "not_needed" or confirm_mounts
+    else:
+        raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
     with service_errors(app):
         view = await sessions.select_container(app, name, create.to_spec() if create else None,
-                                               allow_shared_gpus=allow_shared_gpus)  # fmt: skip
+                                               allow_shared_gpus=allow_shared_gpus,
+                                               mounts_confirmed=confirmed)  # fmt: skip
     return _session(view)
 
 

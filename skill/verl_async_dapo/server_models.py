@@ -147,14 +147,23 @@ class CreateContainerIn(BaseModel):
     ] = None
     mounts: Annotated[
         dict[Annotated[str, Field(max_length=4096)], Annotated[str, Field(max_length=4096)]],
-        Field(max_length=16, description="Host directory → container directory (absolute paths)"),
+        Field(
+            max_length=16,
+            description="Host directory → container directory (absolute paths). Read-only unless listed in "
+            "writable. System and home directories and anything holding the Docker socket are refused; "
+            "directories outside the allow-list need the user's confirmation",
+        ),
     ] = {}
+    writable: Annotated[
+        list[Annotated[str, Field(max_length=4096)]],
+        Field(max_length=16, description="Container directories of mounts that training writes (checkpoints)"),
+    ] = []
 
     def to_spec(self) -> CreateSpec:
         from verl_async_dapo.targets.base import CreateSpec
 
         return CreateSpec(name=self.name, image=self.image, gpus=self.gpus, shm_size=self.shm_size,
-                          mounts=dict(self.mounts))  # fmt: skip
+                          mounts=dict(self.mounts), writable=tuple(self.writable))  # fmt: skip
 
 
 TargetName = Annotated[
@@ -175,6 +184,17 @@ AllowSharedGpus = Annotated[
 ConfirmArg = Annotated[
     bool, Field(description="The user confirmed stopping; needed only when the client cannot show a form")
 ]
+ConfirmMountsArg = Annotated[
+    bool,
+    Field(description="The user confirmed mounting directories outside the allow-list; needed only when the "
+                      "client cannot show a form"),
+]  # fmt: skip
+
+
+class MountConfirmation(BaseModel):
+    """The form shown before a container is created with mounts outside the allow-list (flat, primitives only)."""
+
+    mount: bool = Field(description="Create the container with these host directories mounted")
 
 
 class StopConfirmation(BaseModel):

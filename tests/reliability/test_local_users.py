@@ -31,6 +31,7 @@ def _world_python() -> str | None:
             return str(path)
     return None
 
+
 # The other user's attempts: read the token, then call tools without it, with a guess and with a wrong scheme.
 ATTACK = r"""
 import http.client, json, os, sys

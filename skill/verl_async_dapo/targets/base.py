@@ -175,6 +175,7 @@ class CreateSpec:
     gpus: str = "all"  # "all", "none", or comma-separated device ids "0,1,2"
     shm_size: str | None = None  # None → ipc=host (the two are exclusive)
     mounts: Mapping[str, str] = field(default_factory=dict)  # host dir → container dir
+    writable: tuple[str, ...] = ()  # container dirs training writes (checkpoints); every other mount is read-only
     env: Mapping[str, str] = field(default_factory=dict)  # non-secret env (proxy without passwords)
     network_mode: str = "host"
 
