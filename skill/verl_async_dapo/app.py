@@ -26,6 +26,9 @@ class AppContext:
     home: Path  # data dir: state.db, secrets/, runs/
     config_home: Path
     env: Mapping[str, str]
+    # How long a busy store is retried before "busy, retry": 0 for tools (answer now), long for the supervisor,
+    # which must outlast another process's lock rather than exit (issue 20).
+    store_busy_retry_seconds: float = 0.0
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> AppContext:
@@ -35,7 +38,7 @@ class AppContext:
     def store(self) -> Store:
         from verl_async_dapo.store import Store
 
-        return Store(self.home / "state.db")
+        return Store(self.home / "state.db", busy_retry_seconds=self.store_busy_retry_seconds)
 
     @cached_property
     def secrets(self) -> SecretStore:
