@@ -31,6 +31,7 @@ from verl_async_dapo.server_app import (
     resource_errors,
     service_errors,
     tool,
+    visible,
 )
 
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
@@ -224,7 +225,11 @@ async def configure_swanlab(
         )
     return wire.SwanlabOut(
         already_configured=configured is not None, configured_from="session", setting=None, changed=True,
-        key_from=key_from, key_check=wire.KeyCheckOut(status=check.status, message=app.scrub(check.message)),
+        key_from=key_from, key_check=wire.KeyCheckOut(
+            status=check.status, message=app.scrub(check.message),
+            username=app.scrub(check.username) if check.username else None,
+            server_said=app.scrub(check.server_said) if check.server_said else None,
+        ),
         session=_session(new_view),
     )  # fmt: skip
 
@@ -255,7 +260,7 @@ async def start_training(
     with service_errors(app):
         result = await off_loop(runs.start_training, app, params)
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
-    out.preflight = [app.scrub(line) for line in out.preflight]
+    out.preflight = [visible(app.scrub(line)) for line in out.preflight]
     return out
 
 

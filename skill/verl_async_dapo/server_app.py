@@ -118,7 +118,7 @@ def service_errors(app: AppContext) -> Iterator[None]:
         message = user_facing_error(exc)
         if message is None:
             raise
-        raise ToolError(app.scrub(message)) from None
+        raise ToolError(visible(app.scrub(message))) from None
 
 
 def resource_errors(app: AppContext, exc: Exception) -> ResourceError:
@@ -126,7 +126,14 @@ def resource_errors(app: AppContext, exc: Exception) -> ResourceError:
     message = user_facing_error(exc)
     if message is None:
         raise exc
-    return ResourceError(app.scrub(message))
+    return ResourceError(visible(app.scrub(message)))
+
+
+def visible(message: str) -> str:
+    """An error for the model without control or bidi characters (remote text in it is quoted at its source)."""
+    from verl_async_dapo.untrusted import clean
+
+    return clean(message, 4000, one_line=False)
 
 
 def can_elicit(ctx: Context[AppContext]) -> bool:

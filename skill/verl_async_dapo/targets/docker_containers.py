@@ -36,6 +36,7 @@ from verl_async_dapo.targets.base import (
     TargetUnavailable,
 )
 from verl_async_dapo.targets.mounts import refusal as mount_refusal
+from verl_async_dapo.untrusted import quoted
 
 T = TypeVar("T")
 
@@ -88,8 +89,10 @@ def reset_client() -> None:
 
 
 def _short(exc: BaseException) -> str:
+    """The daemon's first line, quoted: its words are data (an image's or a registry's text can be anyone's)."""
     text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
-    return str(text).strip().splitlines()[0][:300]
+    lines = str(text).strip().splitlines()
+    return quoted(lines[0] if lines else type(exc).__name__, 300)
 
 
 def map_docker_error(exc: BaseException, container: str | None = None) -> TargetError:
