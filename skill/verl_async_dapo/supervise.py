@@ -37,6 +37,7 @@ CRASH_WINDOW_SECONDS = 600.0
 def main(run_id: str) -> int:
     """Entry of ``verl-async-dapo supervise RUN_ID`` (started detached by start_training)."""
     fd = os.environ.pop(LOCK_FD_ENV, "")  # before the context copies the environment: never passed on
+    os.umask(0o077)  # its logs and whatever it creates: the owner's only, whatever the caller's umask (issue 20)
     ctx = AppContext.from_environment()
     ctx.store_busy_timeout = STORE_WAIT_SECONDS
     path = lock_path(ctx, run_id)
