@@ -197,23 +197,24 @@ MAX_SUPERVISOR_RESTARTS = 5
 RESTART_WINDOW_SECONDS = 600.0
 
 
-def heal(ctx: AppContext, run: RunRow) -> None:
+def heal(ctx: AppContext, run: RunRow) -> bool:
     """``_heal``, best effort: a read-only tool answers even while another process holds the store's lock (the
-    supervisor's own retry and the next call heal it then; issue 20)."""
+    supervisor's own retry and the next call heal it then; issue 20). True when it started a new supervisor."""
     try:
-        _heal(ctx, run)
+        return _heal(ctx, run)
     except StoreBusy as exc:
         logger.warning("could not check run %s's supervisor: %s", run.id, exc)
+        return False
 
 
-def _heal(ctx: AppContext, run: RunRow) -> None:
+def _heal(ctx: AppContext, run: RunRow) -> bool:
     """A run marked active whose supervisor is gone gets a new one (which reattaches).
 
     A supervisor that keeps dying (our bug, or a broken environment) is not restarted forever: after
     MAX_SUPERVISOR_RESTARTS in RESTART_WINDOW_SECONDS the run is marked failed with where to look.
     """
     if run.status not in ACTIVE_RUN_STATUSES or supervisor_alive(ctx, run.id):
-        return
+        return False
     since = time.time() - RESTART_WINDOW_SECONDS
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
     if len(recent) >= MAX_SUPERVISOR_RESTARTS:
@@ -223,10 +224,12 @@ def _heal(ctx: AppContext, run: RunRow) -> None:
                              suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
                                           "report the supervisor error as a bug"])  # fmt: skip
         ctx.store.add_event("error", "run_failed", "supervisor crash loop; run marked failed", run_id=run.id)
-        return
+        return False
     if spawn_supervisor(ctx, run.id):
         ctx.store.add_event("warning", "supervisor_restarted", "supervisor was gone; started a new one",
                             run_id=run.id)  # fmt: skip
+        return True
+    return False
 
 
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
@@ -247,7 +250,7 @@ def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
 
 async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     run = resolve_run(ctx, run_id)
-    heal(ctx, run)
+    restarted = heal(ctx, run)
     attempts = ctx.store.attempts(run.id)
     progress = dict(run.progress or {})
     stale = run.progress_at is None or time.time() - run.progress_at > STALE_PROGRESS_SECONDS
@@ -260,6 +263,11 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     step = progress.get("step")
     percent = round(100.0 * step / total, 1) if step is not None and total else None
     status = run.status
+    # Right after a restart the attempt may have ended while no supervisor watched, and the new one has not recorded
+    # it yet. Never show that as running (issue 20): the job's own files say whether it still runs.
+    watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
+    if watched and current is not None and current.job and await _job_ended(JobHandle(**current.job)):
+        status = "finishing"
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
@@ -279,6 +287,13 @@ async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple
         return run, None
     handle = JobHandle(**job)
     return run, await get_target(handle.target).read_tail(handle.log_path, max_bytes)
+
+
+async def _job_ended(handle: JobHandle) -> bool:
+    try:
+        return not (await get_target(handle.target).job_status(handle)).running
+    except TargetError:  # unknown: say what the store says
+        return False
 
 
 async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:

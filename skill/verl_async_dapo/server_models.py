@@ -292,7 +292,10 @@ class StartOut(_Out):
 
 class ProgressOut(_Out):
     run_id: str
-    status: str = Field(description="starting / running / retrying / succeeded / failed / stopped")
+    status: str = Field(
+        description="starting / running / retrying / finishing (the attempt ended, its outcome is being "
+        "recorded) / succeeded / failed / stopped"
+    )
     attempt: int = Field(description="Current attempt number (1 = first launch; more after OOM recovery)")
     step: int | None = None
     total_steps: int | None = None
