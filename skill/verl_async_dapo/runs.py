@@ -194,6 +194,7 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
 
 
 MAX_SUPERVISOR_RESTARTS = 5
+HEAL_WAIT_SECONDS = 0.5  # a read-only tool's own writes (the restart event) wait no longer for another's lock
 RESTART_WINDOW_SECONDS = 600.0
 
 
@@ -201,7 +202,8 @@ def heal(ctx: AppContext, run: RunRow) -> bool:
     """``_heal``, best effort: a read-only tool answers even while another process holds the store's lock (the
     supervisor's own retry and the next call heal it then; issue 20). True when it started a new supervisor."""
     try:
-        return _heal(ctx, run)
+        with ctx.store.waiting(HEAL_WAIT_SECONDS):
+            return _heal(ctx, run)
     except StoreBusy as exc:
         logger.warning("could not check run %s's supervisor: %s", run.id, exc)
         return False

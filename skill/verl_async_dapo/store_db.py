@@ -123,6 +123,16 @@ class Database:
             raise StoreError(f"cannot read the state store at {self.path}: {exc}") from exc
         return result
 
+    @contextmanager
+    def waiting(self, seconds: float) -> Iterator[None]:
+        """This thread's lock waits bounded by ``seconds`` inside the block (for best-effort writes)."""
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+
     def close(self) -> None:
         with self._opened_lock:
             opened, self._opened = self._opened, []

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import anyio
 from rel_helpers import record, result_text
 
 from mcp import Client
@@ -97,11 +98,27 @@ async def test_read_only_tools_answer_while_another_process_holds_the_write_lock
             assert result.is_error and "busy" in result_text(result) and "Retry" in result_text(result)
             assert write_wait < BUSY_BOUND_SECONDS, write_wait
             assert holder.poll() is None, "the write waited for the release instead of answering"
+            # While a write waits for the lock, the server is not frozen: a read answers meanwhile.
+            waits: dict[str, float] = {}
+
+            async def write() -> None:
+                begun = time.monotonic()
+                await c.call_tool("set_proxy", {"http_proxy": "http://proxy.example:3128"})
+                waits["write"] = time.monotonic() - begun
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(write)
+                await anyio.sleep(0.5)
+                begun = time.monotonic()
+                assert not (await c.call_tool("get_session", {})).is_error
+                waits["read during the write"] = time.monotonic() - begun
+                assert "write" not in waits, "the write did not wait: nothing was shown"
+            assert waits["read during the write"] < 2.0, waits
         assert _answers(db) == 1, "the refused write changed the state"
         result = await c.call_tool("set_proxy", {"http_proxy": "http://proxy.example:3128"})
         assert not result.is_error, result_text(result)  # after the release the same call works
     record("store_lock_reads", lock_s=LOCK_SECONDS, max_read_s=round(max(latencies.values()), 3),
-           write_busy_answer_s=round(write_wait, 2))  # fmt: skip
+           write_busy_answer_s=round(write_wait, 2), read_during_blocked_write_s=round(waits["read during the write"], 3))  # fmt: skip
 
 
 async def test_an_exclusive_lock_gets_busy_answers_not_a_frozen_server(tmp_path: Path) -> None:
