@@ -374,7 +374,7 @@ Each answer goes to one tool; a tool called out of order replies with the step t
        [1] … (运行中)
        [n] 创建新容器
      请选择容器 (1/…/n):
-   Then `select_container` with the chosen name, "host", or `create` {name, image, gpus, shm_size, mounts}.
+   Then `select_container` with the chosen name, "host", or `create` {name, image, gpus, shm_size, mounts, writable}.
 2. Proxy — 请提供代理配置（如不需要请回复"无"）：http_proxy / https_proxy
    (Proxy settings, reply "none" if not needed) → `set_proxy` (all empty = no proxy).
 3. Features — 是否有自定义特性需求？(回复"默认"使用默认配置)
