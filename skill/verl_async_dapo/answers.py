@@ -111,15 +111,19 @@ def has_credentials(url: str | None) -> bool:
 
 
 def mask_url(url: str | None) -> str | None:
-    """http://user:secret@host:3128 → http://user:***@host:3128 (for display and storage)."""
+    """http://user:secret@host:3128 → http://user:***@host:3128 (for display and storage).
+
+    A credential given as the user name alone (``http://TOKEN@proxy``, how some proxies take a token) is the
+    secret itself: masked whole, ``http://***@proxy`` (issue 20)."""
     if not url:
         return url
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url
     userinfo, hostport = parts.netloc.rsplit("@", 1)
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit((parts.scheme, f"{user}:***@{hostport}", parts.path, parts.query, parts.fragment))
+    user, has_password, _ = userinfo.partition(":")
+    shown = f"{user}:***" if has_password else "***"
+    return urlunsplit((parts.scheme, f"{shown}@{hostport}", parts.path, parts.query, parts.fragment))
 
 
 PROXY_ENV_NAMES = {

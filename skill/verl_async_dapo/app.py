@@ -26,6 +26,10 @@ class AppContext:
     home: Path  # data dir: state.db, secrets/, runs/
     config_home: Path
     env: Mapping[str, str]
+    # How long a busy store is retried before "busy, retry": 0 for tools (answer now), long for the supervisor,
+    # which must outlast another process's lock rather than exit (issue 20).
+    store_busy_retry_seconds: float = 0.0
+    store_busy_timeout: float = 5.0  # one wait for another process's lock, then StoreBusy ("busy, retry")
 
     @classmethod
     def from_environment(cls, env: Mapping[str, str] | None = None) -> AppContext:
@@ -35,7 +39,8 @@ class AppContext:
     def store(self) -> Store:
         from verl_async_dapo.store import Store
 
-        return Store(self.home / "state.db")
+        return Store(self.home / "state.db", busy_timeout=self.store_busy_timeout,
+                     busy_retry_seconds=self.store_busy_retry_seconds)  # fmt: skip
 
     @cached_property
     def secrets(self) -> SecretStore:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from verl_async_dapo.exceptions import UserInputError
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
@@ -102,11 +104,51 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
+PROXY_HELP = (
+    "proxy URL for the training process. No password here: the command line is visible to every user in ps. "
+    "Put a password in HTTP_PROXY / HTTPS_PROXY in the environment instead, or give http://USER@host:port and "
+    "type the password at the prompt"
+)
+
+
+def _proxy_flag(value: str | None, flag: str) -> str | None:
+    """A proxy URL from the command line: refused with a password in it (ps shows it to every user, issue 20);
+    with a user and no password, the password is asked for at the terminal (not echoed)."""
+    if not value:
+        return value
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    parts = urlsplit(value)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return value
+    if ":" in userinfo:
+        raise CliUsageError(f"{flag}: a password on the command line is visible to every user of this machine (ps); "
+                            f"set it in the environment (HTTP_PROXY / HTTPS_PROXY) or give {flag} "
+                            f"{parts.scheme}://USER@{hostport} and type the password at the prompt. "
+                            "Consider changing that password")  # fmt: skip
+    if not sys.stdin.isatty():
+        return value  # http://TOKEN@proxy: a token as the user name (masked everywhere we show it)
+    import getpass
+
+    password = getpass.getpass(f"password for proxy user {userinfo} at {hostport} (empty: none): ")
+    if not password:
+        return value
+    netloc = f"{userinfo}:{quote(password, safe='')}@{hostport}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class CliUsageError(UserInputError):
+    """A command line we refuse before doing anything; the message says what to do instead."""
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     import anyio
 
     from verl_async_dapo.quickstart import start_from_cli
 
+    args.http_proxy = _proxy_flag(args.http_proxy, "--http-proxy")
+    args.https_proxy = _proxy_flag(args.https_proxy, "--https-proxy")
     ctx = _ctx()
     result = anyio.run(start_from_cli, ctx, args)
     if args.json:
@@ -222,8 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["dapo", "one_step_off_policy"])
     p.add_argument("--framework", choices=["fsdp", "megatron"])
     p.add_argument("--features", help="explicit features (default: USER_FEATURES / ENABLE_OFFLOAD)")
-    p.add_argument("--http-proxy")
-    p.add_argument("--https-proxy")
+    p.add_argument("--http-proxy", help=PROXY_HELP)
+    p.add_argument("--https-proxy", help=PROXY_HELP)
     p.add_argument("--no-proxy")
     p.add_argument("--swanlab-mode", choices=["cloud", "local", "disabled"])
     p.add_argument("--skip-preflight", action="store_true")
@@ -266,9 +308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from verl_async_dapo.errors import user_facing_error
 
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be handled (not at interpreter exit)
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `status | head`: the reader has what it wanted. No traceback, no "Exception ignored" at exit.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as coreutils report it
+    except CliUsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:
         message = user_facing_error(exc)
         if message is None:

@@ -16,9 +16,11 @@
     │   ├── TargetUnavailable           the target cannot be reached at all
     │   │   └── TargetGone              ... and never will again: its jobs are dead
     │   ├── InvalidTargetInput          (also an InputError and a ValueError) a bad name, path or argv
+    │   │   └── MountRefused            a mount that would hand out the host
     │   └── (targets/ray_auth.py RayTokenError, targets/ray_api.py RayApiError → RayAuthError)
     └── StateError                      (a RuntimeError) our own state cannot be used
         ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
+        │   └── StoreBusy               another process holds its lock longer than we wait: retry later
         ├── TerminalStateError          a run or attempt that has ended cannot change its status again
         └── SecretStoreError            a secret could not be stored or read
             ├── SecretNotFoundError     (also a KeyError)
@@ -113,6 +115,10 @@ class InvalidTargetInput(TargetError, InputError, ValueError):
     """A name, path, image or value was refused before anything ran (catchable as either base)."""
 
 
+class MountRefused(InvalidTargetInput):
+    """A mount that would hand out the host; the message says which rule and what to mount instead."""
+
+
 # -- our own state ------------------------------------------------------------------------------------------------
 
 
@@ -122,6 +128,10 @@ class StateError(VerlAsyncDapoError, RuntimeError):
 
 class StoreError(StateError):
     """The state store cannot be used (disk full, unreadable file, a newer schema)."""
+
+
+class StoreBusy(StoreError):
+    """Another process holds the state store's lock longer than we wait; a retry later may succeed."""
 
 
 class TerminalStateError(StateError):

@@ -42,6 +42,9 @@ _AUTH_HEADER_RE = re.compile(
 # scheme://user:password@host → keep scheme, user and host. The password runs to the last `@`
 # before the host, so an unencoded `@` inside it does not leak the rest.
 _URL_USERINFO_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<bare>[^\s/]+)(?=@[^\s/@]+)")
+# scheme://TOKEN@host: a credential as the user name alone. Only token-like names (16+ characters) are masked in
+# free text, so `ssh://git@host` stays readable; a proxy answer masks any lone user (answers.mask_url).
+_URL_TOKEN_USER_RE = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<bare>[A-Za-z0-9._~%+-]{16,})(?=@[^\s/@]+)")
 _QUERY_RE = re.compile(
     r"[?&](?i:access_token|token|api[_-]?key|apikey|key|password|secret|sig|signature)=(?P<bare>[^&\s#\"']+)"
 )
@@ -77,6 +80,7 @@ def redact_generic(text: str) -> str:
         text = _JWT_RE.sub(MASK, text)
     if "://" in text:
         text = _URL_USERINFO_RE.sub(_mask_value, text)
+        text = _URL_TOKEN_USER_RE.sub(_mask_value, text)
     if "=" in text:
         text = _ASSIGNMENT_RE.sub(_mask_value, text)
         text = _QUERY_RE.sub(_mask_value, text)

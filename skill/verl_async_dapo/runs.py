@@ -6,6 +6,7 @@ a new one, which reattaches to the running attempt.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -31,10 +32,12 @@ from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, t
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_id
+from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy, StoreError, new_id
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
+
+logger = logging.getLogger(__name__)
 
 STALE_PROGRESS_SECONDS = 30.0
 LINK_WAIT_SECONDS = 3.0
@@ -204,17 +207,29 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
 
 
 MAX_SUPERVISOR_RESTARTS = 5
+HEAL_WAIT_SECONDS = 0.5  # a read-only tool's own writes (the restart event) wait no longer for another's lock
 RESTART_WINDOW_SECONDS = 600.0
 
 
-def heal(ctx: AppContext, run: RunRow) -> None:
+def heal(ctx: AppContext, run: RunRow) -> bool:
+    """``_heal``, best effort: a read-only tool answers even while another process holds the store's lock (the
+    supervisor's own retry and the next call heal it then; issue 20). True when it started a new supervisor."""
+    try:
+        with ctx.store.waiting(HEAL_WAIT_SECONDS):
+            return _heal(ctx, run)
+    except StoreBusy as exc:
+        logger.warning("could not check run %s's supervisor: %s", run.id, exc)
+        return False
+
+
+def _heal(ctx: AppContext, run: RunRow) -> bool:
     """A run marked active whose supervisor is gone gets a new one (which reattaches).
 
     A supervisor that keeps dying (our bug, or a broken environment) is not restarted forever: after
     MAX_SUPERVISOR_RESTARTS in RESTART_WINDOW_SECONDS the run is marked failed with where to look.
     """
     if run.status not in ACTIVE_RUN_STATUSES or supervisor_alive(ctx, run.id):
-        return
+        return False
     since = time.time() - RESTART_WINDOW_SECONDS
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
     if len(recent) >= MAX_SUPERVISOR_RESTARTS:
@@ -224,10 +239,12 @@ def heal(ctx: AppContext, run: RunRow) -> None:
                              suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
                                           "report the supervisor error as a bug"])  # fmt: skip
         ctx.store.add_event("error", "run_failed", "supervisor crash loop; run marked failed", run_id=run.id)
-        return
+        return False
     if spawn_supervisor(ctx, run.id):
         ctx.store.add_event("warning", "supervisor_restarted", "supervisor was gone; started a new one",
                             run_id=run.id)  # fmt: skip
+        return True
+    return False
 
 
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
@@ -248,7 +265,7 @@ def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
 
 async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     run = resolve_run(ctx, run_id)
-    heal(ctx, run)
+    restarted = heal(ctx, run)
     attempts = ctx.store.attempts(run.id)
     progress = dict(run.progress or {})
     stale = run.progress_at is None or time.time() - run.progress_at > STALE_PROGRESS_SECONDS
@@ -263,6 +280,11 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     status = run.status
     since = progress.get("phase_since")
     active = status in ACTIVE_RUN_STATUSES
+    # Right after a restart the attempt may have ended while no supervisor watched, and the new one has not recorded
+    # it yet. Never show that as running (issue 20): the job's own files say whether it still runs.
+    watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
+    if watched and current is not None and current.job and await _job_ended(JobHandle(**current.job)):
+        status = "finishing"
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
@@ -286,6 +308,13 @@ async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple
         return run, None
     handle = JobHandle(**job)
     return run, await get_target(handle.target).read_tail(handle.log_path, max_bytes)
+
+
+async def _job_ended(handle: JobHandle) -> bool:
+    try:
+        return not (await get_target(handle.target).job_status(handle)).running
+    except TargetError:  # unknown: say what the store says
+        return False
 
 
 async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:

@@ -5,9 +5,9 @@ service in ``sessions`` / ``runs``, turns the expected failures into ``ToolError
 scrubbed, actionable message, and returns a pydantic model (structured output).
 The ``MCPServer`` instance, its lifespan and the error and registration helpers are in ``server_app``.
 
-Every tool is ``async`` and calls the services on the event loop: the services share one
-SQLite connection, and keeping all of its use on one thread is simpler than locking it. The
-only slow work (Docker, the SwanLab key check) is already async in the services.
+Every tool is ``async`` and calls the services off the event loop (``off_loop``, a worker thread):
+a state.db locked by another process then holds up that one call for a bounded time, never the
+server (issue 20); the store gives each thread its own SQLite connection.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from verl_async_dapo.server_app import (
     lazy_module,
     live_apps,
     mcp,
+    off_loop,
     resource_errors,
     service_errors,
     tool,
+    visible,
 )
 
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
@@ -63,8 +65,8 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     the reason Docker is unreachable)."""
     app = app_of(ctx)
     with service_errors(app):
-        targets = await sessions.list_targets()
-        view = sessions.view(app)
+        targets = await off_loop(sessions.list_targets)
+        view = await off_loop(sessions.view, app)
     containers = [wire.ContainerOut(name=t.name, kind=t.kind.value, state=t.state, image=t.image, gpus=t.gpus,
                                managed=t.managed, note=t.note) for t in targets]  # fmt: skip
     docker_note = next((c.note for c in containers if c.kind == "host" and c.note), None)
@@ -76,20 +78,50 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     )  # fmt: skip
 
 
+async def _ask_mounts(create: wire.CreateArg, ctx: Context[AppContext]) -> Elicit[wire.MountConfirmation] | NotAsked:
+    """Ask the user before mounting host directories outside the allow-list (the model cannot say yes for them)."""
+    if create is None or not create.mounts:
+        return NotAsked("not_needed")
+    app = app_of(ctx)
+    with service_errors(app):
+        review = await off_loop(sessions.mount_review, app, create.to_spec())
+    if not review.unlisted:
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
+    writable = set(create.writable)
+    lines = "; ".join(f"{review.resolved[h]} → {c} ({'read-write' if c in writable else 'read-only'})"
+                      for h, c in create.mounts.items())  # fmt: skip
+    return Elicit(f"Create container {create.name} with these host directories mounted? {lines}",
+                  wire.MountConfirmation)  # fmt: skip
+
+
 @tool("Select container", read_only=False, idempotent=False, open_world=True)
 async def select_container(
     ctx: Context[AppContext],
+    mounts_answer: Annotated[ElicitationResult[wire.MountConfirmation], Resolve(_ask_mounts)],
     name: wire.ContainerChoice = None,
     create: wire.CreateArg = None,
     allow_shared_gpus: wire.AllowSharedGpus = False,
+    confirm_mounts: wire.ConfirmMountsArg = False,
 ) -> wire.SessionOut:
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
-    called again to change the answer before training starts."""
+    called again to change the answer before training starts. Mounts outside the allow-list are
+    confirmed by the user in a form; where the client has none, the call needs confirm_mounts=true."""
     app = app_of(ctx)
+    data = mounts_answer.data if isinstance(mounts_answer, AcceptedElicitation) else None
+    if isinstance(data, wire.MountConfirmation):
+        confirmed = data.mount
+        if not confirmed:
+            raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
+    elif isinstance(data, NotAsked):
+        confirmed = data.why == "not_needed" or confirm_mounts
+    else:
+        raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
     with service_errors(app):
-        view = await sessions.select_container(app, name, create.to_spec() if create else None,
-                                               allow_shared_gpus=allow_shared_gpus)  # fmt: skip
+        view = await off_loop(sessions.select_container, app, name, create.to_spec() if create else None,
+                              allow_shared_gpus=allow_shared_gpus, mounts_confirmed=confirmed)  # fmt: skip
     return _session(view)
 
 
@@ -107,7 +139,7 @@ async def set_proxy(
     proxy). A password in a proxy URL is kept in the secret store and shown masked."""
     app = app_of(ctx)
     with service_errors(app):
-        return _session(sessions.set_proxy(app, http_proxy, https_proxy, no_proxy))
+        return _session(await off_loop(sessions.set_proxy, app, http_proxy, https_proxy, no_proxy))
 
 
 # -- question 3: features -----------------------------------------------------------------
@@ -122,7 +154,7 @@ async def choose_features(
     (offload, recompute) are added automatically after an out-of-memory error unless turned off."""
     app = app_of(ctx)
     with service_errors(app):
-        return _session(sessions.choose_features(app, names))
+        return _session(await off_loop(sessions.choose_features, app, names))
 
 
 # -- question 4: SwanLab ------------------------------------------------------------------
@@ -136,7 +168,7 @@ async def _ask_swanlab_key(
     if api_key or (mode or "cloud") != "cloud":
         return NotAsked("not_needed")
     with service_errors(app):
-        is_open = sessions.swanlab_question_open(app)
+        is_open = await off_loop(sessions.swanlab_question_open, app)
         preconfigured = sessions.preconfigured_swanlab(app) is not None
     if not is_open or (mode is None and host is None and preconfigured):
         return NotAsked("not_needed")
@@ -162,7 +194,7 @@ async def configure_swanlab(
     skipped. The key is checked against the server before it is accepted and is never returned."""
     app = app_of(ctx)
     with service_errors(app):
-        view = sessions.view(app)
+        view = await off_loop(sessions.view, app)
         configured = sessions.preconfigured_swanlab(app)
     key_from: Literal["argument", "user", "none"] = "argument" if api_key else "none"
     if isinstance(key_answer, AcceptedElicitation) and isinstance(key_answer.data, wire.SwanlabKeyForm):
@@ -173,19 +205,29 @@ async def configure_swanlab(
     if mode is None and host is None and api_key is None and configured is not None:
         return wire.SwanlabOut(already_configured=True, configured_from=configured.source, changed=False,
                                setting=configured.describe(), key_from="none", session=_session(view))  # fmt: skip
-    if (mode or "cloud") == "cloud" and api_key is None and sessions.swanlab_question_open(app):
+    if (mode or "cloud") == "cloud" and api_key is None and await off_loop(sessions.swanlab_question_open, app):
         raise ToolError(
             "SwanLab cloud mode needs an API key and this client cannot show the user a form for it: "
             "ask the user for the key and pass api_key, set SWANLAB_API_KEY (and SWANLAB_HOST) in the "
             "server's environment, or choose mode local or disabled"
         )
     with service_errors(app):
-        new_view, check = await sessions.configure_swanlab(
-            app, mode=mode or "cloud", host=host, api_key=api_key, log_dir=log_dir, save=save
+        new_view, check = await off_loop(
+            sessions.configure_swanlab,
+            app,
+            mode=mode or "cloud",
+            host=host,
+            api_key=api_key,
+            log_dir=log_dir,
+            save=save,
         )
     return wire.SwanlabOut(
         already_configured=configured is not None, configured_from="session", setting=None, changed=True,
-        key_from=key_from, key_check=wire.KeyCheckOut(status=check.status, message=app.scrub(check.message)),
+        key_from=key_from, key_check=wire.KeyCheckOut(
+            status=check.status, message=app.scrub(check.message),
+            username=app.scrub(check.username) if check.username else None,
+            server_said=app.scrub(check.server_said) if check.server_said else None,
+        ),
         session=_session(new_view),
     )  # fmt: skip
 
@@ -214,9 +256,9 @@ async def start_training(
     app = app_of(ctx)
     params = {k: v for k, v in locals().items() if k in TRAINING_PARAMS}
     with service_errors(app):
-        result = await runs.start_training(app, params)
+        result = await off_loop(runs.start_training, app, params)
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
-    out.preflight = [app.scrub(line) for line in out.preflight]
+    out.preflight = [visible(app.scrub(line)) for line in out.preflight]
     return out
 
 
@@ -226,7 +268,7 @@ async def get_progress(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
     features in force and the SwanLab link. Answers "how is training going?"."""
     app = app_of(ctx)
     with service_errors(app):
-        return wire.ProgressOut.model_validate(await runs.get_progress(app, run_id))
+        return wire.ProgressOut.model_validate(await off_loop(runs.get_progress, app, run_id))
 
 
 @tool("Check errors", read_only=True, idempotent=True, open_world=False)
@@ -236,7 +278,7 @@ async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
     plus warnings that do not stop training (e.g. SwanLab rejecting metric uploads mid-run)."""
     app = app_of(ctx)
     with service_errors(app):
-        report = wire.ErrorsOut.model_validate(await runs.check_errors_live(app, run_id))
+        report = wire.ErrorsOut.model_validate(await off_loop(runs.check_errors_live, app, run_id))
     for item in report.attempts:
         item.excerpt = wire.as_log_data(app.scrub(item.excerpt)) if item.excerpt else None
     for warning in report.warnings:
@@ -249,7 +291,7 @@ async def _ask_stop(run_id: str | None, ctx: Context[AppContext]) -> Elicit[wire
     """Confirm with the user in the client's form; say so when the client has no forms."""
     app = app_of(ctx)
     with service_errors(app):
-        run = runs.resolve_run(app, run_id)
+        run = await off_loop(runs.resolve_run, app, run_id)
     if run.status not in runs.ACTIVE_RUN_STATUSES:
         return NotAsked("not_needed")
     if not can_elicit(ctx):
@@ -281,11 +323,11 @@ async def stop_training(
         confirmation = "argument"
     else:
         with service_errors(app):
-            run = runs.resolve_run(app, run_id)
+            run = await off_loop(runs.resolve_run, app, run_id)
         return wire.StopOut(run_id=run.id, status=run.status, confirmation="declined",
                        message="not stopped: the user declined in the confirmation form; the run goes on")  # fmt: skip
     with service_errors(app):
-        result = await runs.stop_training(app, run_id, wait_seconds=STOP_WAIT_SECONDS)
+        result = await off_loop(runs.stop_training, app, run_id, wait_seconds=STOP_WAIT_SECONDS)
     return wire.StopOut.model_validate({**result, "confirmation": confirmation})
 
 
@@ -295,7 +337,7 @@ async def get_session(ctx: Context[AppContext]) -> wire.SessionOut:
     and the next step. Useful after a restart or when unsure where the setup stands."""
     app = app_of(ctx)
     with service_errors(app):
-        return _session(sessions.view(app))
+        return _session(await off_loop(sessions.view, app))
 
 
 # -- resources and the prompt -------------------------------------------------------------
@@ -309,7 +351,7 @@ async def session_resource() -> str:
         raise ResourceError("the server is not running")
     app = live_apps[-1]
     try:
-        view = sessions.view(app)
+        view = await off_loop(sessions.view, app)
     except Exception as exc:
         raise resource_errors(app, exc) from None
     return _session(view).model_dump_json(indent=2)
@@ -322,10 +364,14 @@ async def run_log_resource(run_id: str, ctx: Context) -> str:
     if not re.fullmatch(wire.RUN_ID_PATTERN, run_id):
         raise ResourceNotFoundError(f"{run_id[:40]!r} is not a run id (run_…)")
     app: AppContext = ctx.request_context.lifespan_context
-    if app.store.run(run_id) is None:
+    try:
+        known = await off_loop(app.store.run, run_id)
+    except Exception as exc:
+        raise resource_errors(app, exc) from None
+    if known is None:
         raise ResourceNotFoundError(f"unknown run {run_id!r}; get_progress shows the latest run's id")
     try:
-        run, tail = await runs.log_tail(app, run_id, LOG_TAIL_BYTES)
+        run, tail = await off_loop(runs.log_tail, app, run_id, LOG_TAIL_BYTES)
         if tail is None:
             return wire.log_resource_text(run.id, None, run.status)
     except ResourceError:

@@ -9,15 +9,18 @@ is how ``server`` defers them to the first tool call.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 import logging
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from types import ModuleType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver import server as _sdk_server
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -30,6 +33,21 @@ from verl_async_dapo.errors import user_facing_error
 # The lifespan's lines keep the logger name they had before this module was split out of ``server``.
 logger = logging.getLogger("verl_async_dapo.server")
 _F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+async def off_loop(fn: Callable[_P, _R] | Callable[_P, Awaitable[_R]], *args: _P.args, **kwargs: _P.kwargs) -> _R:
+    """Run a service off the event loop (issue 20: a locked state.db froze every tool for 26-28 s).
+
+    The services call the store synchronously; in a worker thread a wait for another process's lock holds up that
+    call only, and the store's per-thread connections let other tools read meanwhile. An async service runs in
+    the worker thread's own event loop (its store calls are blocking too); it shares nothing with this loop.
+    """
+    call = functools.partial(fn, *args, **kwargs)
+    if inspect.iscoroutinefunction(fn):
+        return await anyio.to_thread.run_sync(anyio.run, call)  # type: ignore[arg-type]
+    return await anyio.to_thread.run_sync(call)  # type: ignore[return-value]
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -100,7 +118,7 @@ def service_errors(app: AppContext) -> Iterator[None]:
         message = user_facing_error(exc)
         if message is None:
             raise
-        raise ToolError(app.scrub(message)) from None
+        raise ToolError(visible(app.scrub(message))) from None
 
 
 def resource_errors(app: AppContext, exc: Exception) -> ResourceError:
@@ -108,7 +126,14 @@ def resource_errors(app: AppContext, exc: Exception) -> ResourceError:
     message = user_facing_error(exc)
     if message is None:
         raise exc
-    return ResourceError(app.scrub(message))
+    return ResourceError(visible(app.scrub(message)))
+
+
+def visible(message: str) -> str:
+    """An error for the model without control or bidi characters (remote text in it is quoted at its source)."""
+    from verl_async_dapo.untrusted import clean
+
+    return clean(message, 4000, one_line=False)
 
 
 def can_elicit(ctx: Context[AppContext]) -> bool:

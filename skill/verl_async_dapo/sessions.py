@@ -34,6 +34,7 @@ from verl_async_dapo.flow import (
     next_step_text,
     session_state,
 )
+from verl_async_dapo.targets import mounts
 from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
 from verl_async_dapo.targets.registry import list_targets as list_all_targets
@@ -151,11 +152,23 @@ async def select_container(
     create: CreateSpec | None = None,
     *,
     allow_shared_gpus: bool = False,
+    mounts_confirmed: bool = False,
     session_id: str | None = None,
 ) -> SessionView:
-    """Question 1: an existing container, the host, or a new container (``create``)."""
+    """Question 1: an existing container, the host, or a new container (``create``).
+
+    A new container's mounts are reviewed first (``mount_review``): a mount that would hand out the host is
+    refused, and mounts outside the allow-list need ``mounts_confirmed`` (the user said yes)."""
     if (name is None) == (create is None):
         raise UserInputError("give either name (an existing container or 'host') or create (a new container)")
+    if create is not None:
+        unlisted = mount_review(ctx, create).unlisted
+        if unlisted and not mounts_confirmed:
+            raise MountsNeedConfirmation(
+                f"mounting {', '.join(unlisted)} needs the user's confirmation: these directories are outside the "
+                f"mount allow-list ({mounts.ALLOW_ENV}). Ask the user, then call select_container again with "
+                "confirm_mounts=true; nothing was created"
+            )
     sid = session_id or ctx.store.current_session()
     if sid is not None:
         run_state, _ = _run_state(ctx, sid)
@@ -186,6 +199,18 @@ async def select_container(
     sid = sid or ctx.store.create_session()
     ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
     return view(ctx, sid)
+
+
+class MountsNeedConfirmation(UserInputError):
+    """Mounts outside the allow-list: the user has to say yes first."""
+
+
+def mount_review(ctx: AppContext, create: CreateSpec) -> mounts.MountReview:
+    """The review of a new container's mounts (raises UserInputError for one that would hand out the host)."""
+    try:
+        return mounts.review(create.mounts, ctx.env)
+    except mounts.MountRefused as exc:
+        raise UserInputError(str(exc)) from None
 
 
 def set_proxy(

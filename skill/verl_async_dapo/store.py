@@ -5,6 +5,7 @@ WAL mode lets the server and a supervisor read and write at once; every change i
 change or none of it. The schema is versioned with ``PRAGMA user_version`` and migrated
 forward only. Events are append-only (triggers refuse UPDATE and DELETE). No secret is ever
 written here: answers hold references into the secret store instead.
+Connections, bounded waits and busy retries: ``store_db``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import json
 import secrets as _secrets
 import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from verl_async_dapo.exceptions import StoreError, TerminalStateError
-from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus  # noqa: F401 - ACTIVE_RUN_STATUSES re-exported
+from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
+from verl_async_dapo.store_db import Database
+
+__all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
 
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the initial schema.
@@ -129,50 +130,14 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class Store:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the state store at {path}: {exc}") from exc
+class Store(Database):
+    """The state store: sessions, answers, runs, attempts, events (connections and waits: ``store_db``)."""
 
-    def close(self) -> None:
-        self._conn.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic change; BEGIN IMMEDIATE takes the write lock up front (no upgrade deadlocks)."""
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"state store busy or unwritable: {exc}") from exc
-        try:
-            yield self._conn
-        except BaseException as exc:
-            self._rollback()
-            if isinstance(exc, sqlite3.OperationalError):  # disk full, I/O error, read-only file, …
-                raise StoreError(f"could not save state ({exc}); nothing was changed") from exc
-            raise
-        try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"could not save state ({exc}); nothing was changed") from exc
-
-    def _rollback(self) -> None:
-        # After some errors (SQLITE_FULL, SQLITE_IOERR) SQLite has already rolled back: nothing left to undo.
-        if self._conn.in_transaction:
-            self._conn.execute("ROLLBACK")
+    def _prepare(self) -> None:
+        self._migrate()
 
     def _migrate(self) -> None:
-        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]  # busy: retried by the caller
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"state store {self.path} has schema {version}, newer than this program's {SCHEMA_VERSION}; "
@@ -205,19 +170,19 @@ class Store:
             _event(conn, "info", "session_abandoned", "session abandoned before a run started", session_id=session_id)
 
     def session_exists(self, session_id: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM sessions WHERE id=?", (session_id,)).fetchone() is not None
+        return bool(self._query("SELECT 1 FROM sessions WHERE id=?", (session_id,)))
 
     def current_session(self) -> str | None:
         """The latest session whose run has not finished (or that has no run yet)."""
-        row = self._conn.execute(
+        rows = self._query(
             """SELECT s.id FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
                WHERE (r.id IS NULL AND s.abandoned_at IS NULL) OR r.status IN ('starting','running','retrying')
                ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1"""
-        ).fetchone()
-        return row[0] if row else None
+        )
+        return rows[0][0] if rows else None
 
     def answers(self, session_id: str) -> dict[str, Any]:
-        rows = self._conn.execute("SELECT question, value FROM answers WHERE session_id=?", (session_id,))
+        rows = self._query("SELECT question, value FROM answers WHERE session_id=?", (session_id,))
         return {question: json.loads(value) for question, value in rows}
 
     def set_answer(self, session_id: str, question: str, value: Any) -> int:
@@ -257,21 +222,21 @@ class Store:
         return run_id
 
     def active_runs_on(self, target: str) -> list[str]:
-        rows = self._conn.execute(
+        rows = self._query(
             "SELECT id FROM runs WHERE target=? AND status IN ('starting','running','retrying')", (target,)
         )
         return [r[0] for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
-        row = self._conn.execute("SELECT * FROM runs WHERE id=?", (run_id,)).fetchone()
-        return None if row is None else _run_row(row)
+        rows = self._query("SELECT * FROM runs WHERE id=?", (run_id,))
+        return _run_row(rows[0]) if rows else None
 
     def run_for_session(self, session_id: str) -> RunRow | None:
-        row = self._conn.execute("SELECT * FROM runs WHERE session_id=?", (session_id,)).fetchone()
-        return None if row is None else _run_row(row)
+        rows = self._query("SELECT * FROM runs WHERE session_id=?", (session_id,))
+        return _run_row(rows[0]) if rows else None
 
     def runs(self, limit: int = 50) -> list[RunRow]:
-        rows = self._conn.execute("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
+        rows = self._query("SELECT * FROM runs ORDER BY created_at DESC, rowid DESC LIMIT ?", (limit,))
         return [_run_row(r) for r in rows]
 
     def latest_run(self) -> RunRow | None:
@@ -342,7 +307,7 @@ class Store:
         self.update_attempt(run_id, n, status=AttemptStatus(status).value, **fields)
 
     def attempts(self, run_id: str) -> list[AttemptRow]:
-        rows = self._conn.execute("SELECT * FROM attempts WHERE run_id=? ORDER BY n", (run_id,))
+        rows = self._query("SELECT * FROM attempts WHERE run_id=? ORDER BY n", (run_id,))
         return [_attempt_row(r) for r in rows]
 
     # -- events -----------------------------------------------------------------------------
@@ -354,15 +319,15 @@ class Store:
 
     def events(self, run_id: str | None = None, *, after_id: int = 0, limit: int = 200) -> list[EventRow]:
         if run_id is None:
-            rows = self._conn.execute("SELECT * FROM events WHERE id>? ORDER BY id LIMIT ?", (after_id, limit))
+            rows = self._query("SELECT * FROM events WHERE id>? ORDER BY id LIMIT ?", (after_id, limit))
         else:
-            rows = self._conn.execute(
+            rows = self._query(
                 "SELECT * FROM events WHERE run_id=? AND id>? ORDER BY id LIMIT ?", (run_id, after_id, limit)
             )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
 
     def integrity_ok(self) -> bool:
-        return self._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        return bool(self._query("PRAGMA integrity_check")[0][0] == "ok")
 
 
 def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, session_id: str | None = None,

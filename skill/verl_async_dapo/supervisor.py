@@ -29,9 +29,8 @@ from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
-from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
-from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import LaunchPlan, PlanError, checkpoint_dir_for, override_diff
@@ -43,6 +42,9 @@ PROGRESS_WRITE_SECONDS = 2.0
 STOP_POLL_SECONDS = 1.0
 CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
+# While another process holds the store's lock, the periodic writes (progress, heartbeat) are skipped and
+# tried again, and the log is still followed; a decision's write that cannot wait ends ``run`` with StoreBusy,
+# and the process around it (``supervise``) starts it again: issue 20.
 
 
 class Supervisor:
@@ -68,7 +70,10 @@ class Supervisor:
 
     async def run(self) -> str:
         """Drive the run to a final state; returns it."""
-        self.ctx.store.update_run(self.run_id, supervisor_pid=os.getpid(), heartbeat_at=time.time())
+        try:
+            self.ctx.store.update_run(self.run_id, supervisor_pid=os.getpid(), heartbeat_at=time.time())
+        except StoreBusy as exc:  # the flock says who supervises; the pid is for humans: watch first
+            log.warning("could not record the supervisor pid yet: %s", exc)
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._heartbeat)
@@ -333,7 +338,11 @@ class Supervisor:
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None
         self._last_save = time.monotonic()
-        self._progress.save(parser.snapshot().to_dict(), attempt_n)
+        try:
+            self._progress.save(parser.snapshot().to_dict(), attempt_n)
+        except StoreBusy as exc:  # keep following the log; the heartbeat writes it once the lock is gone
+            log.warning("progress not saved (%s); keeps watching", exc)
+            self._unsaved = (parser, attempt_n)
 
     # -- recovery helpers -----------------------------------------------------------------
 
@@ -358,7 +367,11 @@ class Supervisor:
     # -- state ------------------------------------------------------------------------------
 
     def _stop_flag(self) -> bool:
-        row = self.ctx.store.run(self.run_id)
+        try:
+            row = self.ctx.store.run(self.run_id)
+        except StoreBusy as exc:  # unreadable for now: what we knew; the next poll reads it again
+            log.warning("stop flag unreadable (%s)", exc)
+            return self._stop_requested
         self._stop_requested = self._stop_requested or bool(row and row.stop_requested)
         return self._stop_requested
 
@@ -381,7 +394,10 @@ class Supervisor:
             if self._unsaved is not None and time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
                 self._save_progress(*self._unsaved)
             if time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
-                self.ctx.store.update_run(self.run_id, heartbeat_at=time.time())
+                try:
+                    self.ctx.store.update_run(self.run_id, heartbeat_at=time.time())
+                except StoreBusy as exc:
+                    log.warning("heartbeat skipped (%s)", exc)
                 last_beat = time.monotonic()
 
     async def _stop_current(self) -> None:
@@ -394,27 +410,7 @@ class Supervisor:
 
 
 def main(run_id: str) -> int:
-    """Entry of ``verl-async-dapo supervise RUN_ID`` (started detached by start_training)."""
-    fd = os.environ.pop(LOCK_FD_ENV, "")  # before the context copies the environment: never passed on
-    ctx = AppContext.from_environment()
-    path = lock_path(ctx, run_id)
-    lock = inherited_lock(path, fd) or try_lock(path)
-    if lock is None:
-        return 0  # another supervisor owns this run
-    logging.basicConfig(
-        filename=str(ctx.run_dir(run_id) / "supervisor.log"), level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s",
-    )  # fmt: skip
-    try:
-        row = ctx.store.run(run_id)
-        if row is None or row.status not in ("starting", "running", "retrying"):
-            return 0
-        final = anyio.run(Supervisor(ctx, run_id).run)
-        log.info("run %s ended: %s", run_id, final)
-        return 0
-    except Exception as exc:  # the run must not stay "running" forever because of our bug
-        log.exception("supervisor crashed")
-        ctx.store.add_event("error", "supervisor_error", ctx.scrub(f"supervisor error: {exc}"), run_id=run_id)
-        raise
-    finally:
-        lock.close()
+    """Entry of ``verl-async-dapo supervise RUN_ID``: the process around the Supervisor (``supervise``)."""
+    from verl_async_dapo.supervise import main as supervise_main
+
+    return supervise_main(run_id)

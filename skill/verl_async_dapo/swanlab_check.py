@@ -24,6 +24,7 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
 from verl_async_dapo.swanlab_config import SwanlabConfig, SwanlabMode
+from verl_async_dapo.untrusted import clean, quoted
 
 __all__ = ["KeyCheck", "KeyStatus", "check_key"]
 
@@ -38,8 +39,9 @@ class KeyCheck(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     status: KeyStatus
-    message: str
+    message: str  # our words; the server's are in username / server_said (cleaned: untrusted.clean)
     username: str | None = None
+    server_said: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -133,7 +135,7 @@ def _server_message(body: bytes) -> str:
         for field in ("message", "msg", "error"):
             value = data.get(field)
             if isinstance(value, str) and value.strip():
-                return " ".join(value.split())[:200]
+                return clean(value, 200)
     return ""
 
 
@@ -146,22 +148,23 @@ def _interpret(cfg: SwanlabConfig, outcome: _Reply | _Failure) -> KeyCheck:
         if outcome.kind == "tls":
             return KeyCheck(
                 status="error",
-                message=f"TLS to {api} failed ({outcome.detail[:200]}): check the certificate, or use the "
+                message=f"TLS to {api} failed ({quoted(outcome.detail)}): check the certificate, or use the "
                 "right scheme in SWANLAB_HOST (http:// vs https://)",
             )
         if outcome.kind == "protocol":
             return KeyCheck(
                 status="error",
-                message=f"{api} did not answer like an HTTP server ({outcome.detail}): is SWANLAB_HOST the SwanLab "
+                message=f"{api} did not answer like an HTTP server ({quoted(outcome.detail)}): is SWANLAB_HOST the SwanLab "
                 "server's address and port?",
             )
         return KeyCheck(
             status="unreachable",
-            message=f"cannot reach the SwanLab server {api} ({outcome.detail[:200]}): check SWANLAB_HOST, the proxy "
+            message=f"cannot reach the SwanLab server {api} ({quoted(outcome.detail)}): check SWANLAB_HOST, the proxy "
             "settings and the network from this machine, or use SwanLab mode local (no network needed)",
         )
     code, said = outcome.code, _server_message(outcome.body)
-    said_text = f": {said}" if said else ""
+    said_text = f"; the server said {quoted(said)}" if said else ""
+    extra = {"server_said": said} if said else {}
     if 300 <= code < 400:
         target = _origin(outcome.location or "")
         return KeyCheck(
@@ -170,7 +173,8 @@ def _interpret(cfg: SwanlabConfig, outcome: _Reply | _Failure) -> KeyCheck:
             f"only sent to the configured host. If {target} is the SwanLab server, set SWANLAB_HOST={target}",
         )
     if code in (401, 403):
-        return KeyCheck(status="wrong_key", message=f"{web} rejected the API key (HTTP {code}{said_text}): {fix_key}")
+        return KeyCheck(status="wrong_key", message=f"{web} rejected the API key (HTTP {code}{said_text}): {fix_key}",
+                        **extra)  # fmt: skip
     if 200 <= code < 300:
         try:
             data = json.loads(outcome.body)
@@ -183,10 +187,11 @@ def _interpret(cfg: SwanlabConfig, outcome: _Reply | _Failure) -> KeyCheck:
             )
         info = data.get("userInfo")
         username = info.get("username") if isinstance(info, dict) else None
-        if isinstance(username, str) and username.strip():
-            name = username.strip()[:100]
-            return KeyCheck(status="ok", message=f"API key accepted by {web} for user {name}", username=name)
-        return KeyCheck(status="wrong_key", message=f"{web} did not accept the API key{said_text}: {fix_key}")
+        name = clean(username, 100) if isinstance(username, str) else ""
+        if name:  # the account name is the server's text: its own field, never in our sentence
+            return KeyCheck(status="ok", message=f"API key accepted by {web} (account: see username)",
+                            username=name)  # fmt: skip
+        return KeyCheck(status="wrong_key", message=f"{web} did not accept the API key{said_text}: {fix_key}", **extra)
     if code == 404:
         return KeyCheck(
             status="error",
@@ -196,6 +201,7 @@ def _interpret(cfg: SwanlabConfig, outcome: _Reply | _Failure) -> KeyCheck:
     return KeyCheck(
         status="error",
         message=f"{api} answered the key check with HTTP {code}{said_text}; try again later or check the server",
+        **extra,
     )
 
 
@@ -215,12 +221,13 @@ async def check_key(cfg: SwanlabConfig, *, timeout: float = 5.0, proxy: str | No
     if scope.cancelled_caught:
         outcome = _Failure("network", f"no answer within {timeout + 1.0:g} s")
     result = _interpret(cfg, outcome)
-    if key in result.message or (result.username and key in result.username):
+    if any(key in (text or "") for text in (result.message, result.username, result.server_said)):
         # Only possible if a server echoed the key back; never pass it on.
         result = result.model_copy(
             update={
                 "message": result.message.replace(key, "[redacted]"),
                 "username": result.username.replace(key, "[redacted]") if result.username else None,
+                "server_said": result.server_said.replace(key, "[redacted]") if result.server_said else None,
             }
         )
     return result

@@ -19,6 +19,11 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
+def generated_token(env: Mapping[str, str]) -> str:
+    """The token a loopback server generated into its config dir (``VERL_ASYNC_DAPO_CONFIG_DIR`` of ``env``)."""
+    return (Path(env["VERL_ASYNC_DAPO_CONFIG_DIR"]) / "http_token").read_text().strip()
+
+
 def serve_argv(host: str, port: int) -> list[str]:
     return [
         sys.executable,

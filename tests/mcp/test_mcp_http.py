@@ -1,5 +1,6 @@
-"""Streamable HTTP: loopback by default with DNS-rebinding protection, a bearer token required
-anywhere else, and a refusal to start without one. Real server processes, real sockets."""
+"""Streamable HTTP: loopback by default with DNS-rebinding protection, a bearer token required on
+every bind (generated 0600 on loopback when none is set), and a refusal to start off loopback
+without one. Real server processes, real sockets."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
-from harness.http_server import free_port, serve_argv
+from harness.http_server import free_port, generated_token, serve_argv
 from harness.http_server import http_server as harness_http_server
 from mcp import Client
 from verl_async_dapo.server_http import ServeConfigError, http_settings
@@ -79,11 +82,38 @@ def test_off_loopback_hosts_are_explicit() -> None:
 
 def test_loopback_default_blocks_dns_rebinding(tmp_path: Path) -> None:
     with http_server("127.0.0.1", {}, tmp_path) as port:
-        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}") == 200
-        assert post("127.0.0.1", port, host_header=f"evil.example:{port}") == 421
-        assert (
-            post("127.0.0.1", port, host_header=f"127.0.0.1:{port}", headers={"Origin": "http://evil.example"}) == 403
-        )
+        auth = {"Authorization": f"Bearer {generated_token(os.environ)}"}
+        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}", headers=auth) == 200
+        assert post("127.0.0.1", port, host_header=f"evil.example:{port}", headers=auth) == 421
+        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}",
+                    headers={**auth, "Origin": "http://evil.example"}) == 403  # fmt: skip
+
+
+def test_loopback_without_a_token_set_generates_one_and_requires_it(tmp_path: Path) -> None:
+    """Issue 20: a loopback port is open to every local user; no token in the env is no longer no token."""
+    with http_server("127.0.0.1", {}, tmp_path) as port:
+        token_file = Path(os.environ["VERL_ASYNC_DAPO_CONFIG_DIR"]) / "http_token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        assert token_file.parent.stat().st_mode & 0o777 == 0o700
+        token = generated_token(os.environ)
+        assert len(token) >= 32
+        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}") == 401
+        assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}", headers={"Authorization": "Bearer x"}) == 401
+        for scheme in ("Bearer", "bearer", "BEARER"):  # RFC 9110: the scheme is case-insensitive
+            assert post("127.0.0.1", port, host_header=f"127.0.0.1:{port}",
+                        headers={"Authorization": f"{scheme} {token}"}) == 200  # fmt: skip
+    log = next(tmp_path.glob("server-127.0.0.1-*.log")).read_text()
+    assert str(token_file) in log, "the server must say where the token is"
+    assert token not in log, "the server must never print the token"
+    # A restart keeps the same token (clients keep working).
+    with http_server("127.0.0.1", {}, tmp_path) as port:
+        assert generated_token(os.environ) == token
+
+
+@pytest.mark.parametrize("blank", [" ", "\t\n", "   "])
+def test_a_whitespace_only_token_is_refused_at_start(blank: str) -> None:
+    with pytest.raises(ServeConfigError, match="blank"):
+        http_settings("127.0.0.1", 8765, {"VERL_ASYNC_DAPO_HTTP_TOKEN": blank})
 
 
 def test_off_loopback_requires_the_bearer_token(tmp_path: Path) -> None:
@@ -98,7 +128,8 @@ def test_off_loopback_requires_the_bearer_token(tmp_path: Path) -> None:
 
 async def test_mcp_client_over_http_on_loopback(tmp_path: Path) -> None:
     with http_server("127.0.0.1", {}, tmp_path) as port:
-        async with Client(f"http://127.0.0.1:{port}/mcp") as c:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {generated_token(os.environ)}"})
+        async with http, Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as c:
             names = [t.name for t in (await c.list_tools()).tools]
             assert "list_containers" in names
             session = await c.call_tool("get_session", {})

@@ -5,7 +5,7 @@ here every kind of request after a legitimate session exists, against real serve
   bearer token — a ``tools/call`` on an established session, GET (the SSE stream), DELETE (session end), a 2026-era
   stateless call, other paths — whatever the spelling (no or another scheme, Basic, query string, other header,
   cookie, a prefix or an extension of the token); a cross-origin page with the token is refused too; nothing changes state.
-* on loopback (no token): DNS rebinding is blocked for real calls, not just initialize: a ``tools/call`` with a
+* on loopback (no token set: the server generates one, tests/mcp/test_mcp_http.py): DNS rebinding is blocked for real calls, not just initialize: a ``tools/call`` with a
   foreign Host (421) or a foreign Origin (403, including ``null`` and look-alike hosts) changes nothing, while the
   loopback names and origins work;
 * a token set on loopback is enforced there as well.
@@ -26,6 +26,7 @@ from typing import Any
 
 from rel_helpers import record
 
+from harness.http_server import generated_token
 from harness.http_server import http_server as harness_http_server
 
 TOKEN = "reliability-token-0123456789-abcdefghijkl"
@@ -37,6 +38,7 @@ class Server:
     host: str
     port: int
     home: Path
+    auth: dict[str, str]  # sent with every request: the generated loopback token, else nothing
 
     @property
     def netloc(self) -> str:
@@ -49,6 +51,7 @@ class Server:
             "Host": self.netloc,
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            **self.auth,
         }
         conn.request(
             method, path, body=json.dumps(body) if body is not None else None, headers={**base, **(headers or {})}
@@ -86,7 +89,8 @@ def http_server(tmp_path: Path, host: str, token: str | None) -> Iterator[Server
     if token:
         env["VERL_ASYNC_DAPO_HTTP_TOKEN"] = token
     with harness_http_server(host, env, tmp_path) as port:
-        yield Server(host, port, home)
+        auth = {} if token else {"Authorization": f"Bearer {generated_token(env)}"}
+        yield Server(host, port, home, auth)
 
 
 def _initialize(server: Server, headers: dict[str, str]) -> dict[str, str]:

@@ -97,10 +97,11 @@ class FakeSwanlab:
 
     server: ThreadingHTTPServer
     requests: list[Recorded] = field(default_factory=list)
-    behaviour: str = "normal"  # normal | redirect | html | error_body | echo | server_error | slow
+    behaviour: str = "normal"  # normal | redirect | html | error_body | echo | server_error | slow | hostile_error
     redirect_to: str = ""
     good_key: str = GOOD_KEY
     username: str = USERNAME
+    hostile: str = ""  # the error message of behaviour "hostile_error" (text a hostile server sends back)
 
     @property
     def host(self) -> str:
@@ -146,6 +147,8 @@ def _handler(fake_ref: list[FakeSwanlab]) -> type[BaseHTTPRequestHandler]:
             key = self.headers.get("authorization")
             if fake.behaviour == "echo":  # a careless server quoting the key back
                 self._send(401, json.dumps({"message": f"bad key {key}"}).encode())
+            elif fake.behaviour == "hostile_error":
+                self._send(401, json.dumps({"code": "UNAUTHORIZED", "message": fake.hostile}).encode())
             elif fake.behaviour == "error_body":
                 self._send(200, json.dumps({"code": "E401", "message": "api key invalid"}).encode())
             elif key == fake.good_key:

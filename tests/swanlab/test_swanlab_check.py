@@ -23,7 +23,8 @@ def _cloud(host: str, key: str = GOOD_KEY) -> SwanlabConfig:
 async def test_good_key_is_ok_with_username(fake_swanlab: FakeSwanlab) -> None:
     result = await check_key(_cloud(fake_swanlab.host))
     assert result == KeyCheck(status="ok", message=result.message, username=USERNAME)
-    assert USERNAME in result.message and fake_swanlab.host in result.message
+    # The account name is the server's text: in its own field, not in our sentence (issue 20).
+    assert USERNAME not in result.message and fake_swanlab.host in result.message
     [request] = fake_swanlab.requests
     assert (request.method, request.path, request.body) == ("POST", "/api/login/api_key", b"")
     assert request.headers["authorization"] == GOOD_KEY

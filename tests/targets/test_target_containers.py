@@ -63,9 +63,12 @@ async def test_create_follows_verls_recipe(
         image=test_image,
         gpus="none",
         network_mode="none",
-        mounts={str(tmp_path): "/workspace/data"},
+        mounts={str(tmp_path / "data"): "/workspace/data", str(tmp_path / "ckpt"): "/workspace/ckpt"},
+        writable=("/workspace/ckpt",),
         env={"HTTPS_PROXY": proxy, "PYTHONUNBUFFERED": "1"},
     )
+    (tmp_path / "data").mkdir()
+    (tmp_path / "ckpt").mkdir()
     info = await create_container(spec, extra_labels=test_labels)
     assert (info.name, info.state, info.managed, info.gpus) == (name, "running", True, None)
     attrs = docker_client.api.inspect_container(name)
@@ -79,13 +82,18 @@ async def test_create_follows_verls_recipe(
     # memlock unlimited, unless this daemon may not raise it (then the info says so).
     limits = [(u["Name"], u["Soft"], u["Hard"]) for u in hc.get("Ulimits") or []]
     assert limits == [("memlock", -1, -1)] or (not limits and info.note and "memlock" in info.note)
-    assert hc["Binds"] == [f"{tmp_path}:/workspace/data:rw"]
+    # Read-only where training only reads (issue 20): only the declared writable mount is rw.
+    assert sorted(hc["Binds"]) == [f"{tmp_path}/ckpt:/workspace/ckpt:rw", f"{tmp_path}/data:/workspace/data:ro"]
     assert hc["Init"] is True
     # The proxy value arrives byte for byte and nothing in it ran.
     target = DockerTarget(name)
     assert (await target.run(["printenv", "HTTPS_PROXY"])).stdout == proxy + "\n"
-    (tmp_path / "from-host.txt").write_text("mounted\n")
+    (tmp_path / "data" / "from-host.txt").write_text("mounted\n")
     assert await target.read_tail("/workspace/data/from-host.txt", 100) == b"mounted\n"
+    refused = await target.run(["sh", "-c", "echo x > /workspace/data/new.txt"])
+    assert refused.exit_code != 0 and "Read-only" in refused.stderr
+    assert (await target.run(["sh", "-c", "echo x > /workspace/ckpt/step_1"])).exit_code == 0
+    assert (tmp_path / "ckpt" / "step_1").read_text() == "x\n"
     assert not (await target.paths_exist(["/tmp/CANARY"]))["/tmp/CANARY"]
 
 

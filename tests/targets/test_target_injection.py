@@ -122,6 +122,11 @@ async def test_create_container_refuses_hostile_specs(
         CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/tmp": "/x:ro,/y"}),
         CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"relative": "/x"}),
         CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/no/such/dir/vad": "/x"}),
+        # Mounts that hand out the host are refused at the target too, whoever calls (issue 20).
+        CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/": "/host"}),
+        CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/run": "/run"}, writable=("/run",)),
+        CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/etc": "/x"}),
+        CreateSpec(name=good.name, image=test_image, gpus="none", mounts={"/tmp": "/x"}, writable=("/y",)),
         CreateSpec(name=good.name, image=test_image, gpus="none", env={"A B": "1"}),
         CreateSpec(name=good.name, image=test_image, gpus="none", env={"A": "x\x00y"}),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import anyio
@@ -71,6 +72,23 @@ async def test_exit_code_comes_from_rc_file_without_exec_record(env: Env) -> Non
         again = await env.target.job_status(dataclasses.replace(handle, exec_id=forgotten))
         assert again == status
     assert (await env.target.read_tail(handle.log_path, 100)) == b"started\n"
+
+
+async def test_job_files_are_private_whatever_the_umask(env: Env) -> None:
+    """Issue 20: train.log (raw, unredacted), pgid, rc and Hydra's outputs/ were 0644 in 0755 dirs."""
+    previous = os.umask(0o022)  # the host target inherits ours; docker exec's default is 022 too
+    try:
+        handle = await start(env, "private", ["bash", "-c", "mkdir -p outputs/d && echo x > outputs/d/main.log"])
+    finally:
+        os.umask(previous)
+    await wait_done(env, handle)
+    paths = [handle.job_dir, f"{handle.job_dir}/pgid", f"{handle.job_dir}/rc", handle.log_path,
+             f"{env.work}/outputs", f"{env.work}/outputs/d", f"{env.work}/outputs/d/main.log"]  # fmt: skip
+    res = await env.target.run(["stat", "-c", "%a %n", *paths])
+    modes = dict(reversed(line.split(" ", 1)) for line in res.stdout.splitlines())
+    assert {p: modes[p] for p in paths} == {p: ("700" if p in (handle.job_dir, f"{env.work}/outputs",
+                                                                f"{env.work}/outputs/d") else "600")
+                                            for p in paths}, res.stdout  # fmt: skip
 
 
 async def test_job_env_cwd_and_arguments_are_literal(env: Env) -> None:

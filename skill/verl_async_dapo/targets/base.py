@@ -26,10 +26,13 @@ CONTAINER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
 # It records its own pid (= the process-group id, thanks to setsid) before starting the
 # workload and the workload's exit code after it, in files beside the log, because exec
 # records vanish when the Docker daemon restarts. rc is written via rename so a reader never
-# sees a partial number.
+# sees a partial number. umask 077 whatever the caller's (issue 20): the raw log (unredacted), pgid, rc
+# and what training writes (Hydra's outputs/, checkpoints) are the owner's only; the job dir is 0700.
 LAUNCHER_SCRIPT = r"""
+umask 077
 job_dir=$1; log=$2; shift 3
 mkdir -p -- "$job_dir" || exit 97
+chmod 700 -- "$job_dir" || exit 97
 echo $$ > "$job_dir/pgid.tmp" && mv -f -- "$job_dir/pgid.tmp" "$job_dir/pgid"
 date +%s > "$job_dir/started"
 "$@" >> "$log" 2>&1 < /dev/null
@@ -157,6 +160,7 @@ class CreateSpec:
     gpus: str = "all"  # "all", "none", or comma-separated device ids "0,1,2"
     shm_size: str | None = None  # None → ipc=host (the two are exclusive)
     mounts: Mapping[str, str] = field(default_factory=dict)  # host dir → container dir
+    writable: tuple[str, ...] = ()  # container dirs training writes (checkpoints); every other mount is read-only
     env: Mapping[str, str] = field(default_factory=dict)  # non-secret env (proxy without passwords)
     network_mode: str = "host"
 

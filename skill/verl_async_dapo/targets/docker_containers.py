@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import threading
 import time
@@ -34,6 +35,8 @@ from verl_async_dapo.targets.base import (
     TargetKind,
     TargetUnavailable,
 )
+from verl_async_dapo.targets.mounts import refusal as mount_refusal
+from verl_async_dapo.untrusted import quoted
 
 T = TypeVar("T")
 
@@ -86,8 +89,10 @@ def reset_client() -> None:
 
 
 def _short(exc: BaseException) -> str:
+    """The daemon's first line, quoted: its words are data (an image's or a registry's text can be anyone's)."""
     text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
-    return str(text).strip().splitlines()[0][:300]
+    lines = str(text).strip().splitlines()
+    return quoted(lines[0] if lines else type(exc).__name__, 300)
 
 
 def map_docker_error(exc: BaseException, container: str | None = None) -> TargetError:
@@ -144,9 +149,14 @@ def _device_requests(gpus: str) -> list[docker.types.DeviceRequest]:
     raise InvalidTargetInput(f"gpus must be 'all', 'none' or device ids like '0,1', got {gpus[:60]!r}")
 
 
-def _binds(mounts: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Host dir → container dir, validated: ':' would split docker's bind syntax, NUL truncates it."""
+def _binds(mounts: Mapping[str, str], writable: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
+    """Host dir → container dir, validated: ':' would split docker's bind syntax, NUL truncates it; a mount that
+    would hand out the host is refused here too, whoever calls (targets/mounts.py). Read-only unless the
+    container dir is one of ``writable``: training only reads models and data."""
     binds: dict[str, dict[str, str]] = {}
+    unknown = [w for w in writable if w not in mounts.values()]
+    if unknown:
+        raise InvalidTargetInput(f"writable {unknown[0][:80]!r} is not the container side of any mount")
     for host, inside in mounts.items():
         for path, what in ((host, "host path"), (inside, "container path")):
             if not isinstance(path, str) or not path.startswith("/"):
@@ -155,7 +165,11 @@ def _binds(mounts: Mapping[str, str]) -> dict[str, dict[str, str]]:
                 raise InvalidTargetInput(f"mount {what} may not contain ':', ',', NUL, newlines or '..'")
         if not Path(host).is_dir():
             raise InvalidTargetInput(f"mount source {host!r} is not an existing directory on this machine")
-        binds[host] = {"bind": inside, "mode": "rw"}
+        why = mount_refusal(host, os.environ, Path.home())
+        if why is not None:
+            raise InvalidTargetInput(f"refusing to mount {why}: a container runs as root, so this would hand out "
+                                     "the host")  # fmt: skip
+        binds[host] = {"bind": inside, "mode": "rw" if inside in writable else "ro"}
     return binds
 
 
@@ -297,7 +311,7 @@ def _create_kwargs(spec: CreateSpec, labels: Mapping[str, str] | None) -> dict[s
         "cap_add": ["SYS_ADMIN"],
         "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1)],
         "environment": _environment(spec.env),
-        "volumes": _binds(spec.mounts),
+        "volumes": _binds(spec.mounts, tuple(spec.writable)),
         # tini as PID 1 reaps the orphans a killed training job leaves; `sleep` would keep zombies.
         "init": True,
     }

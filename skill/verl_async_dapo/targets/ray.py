@@ -74,6 +74,7 @@ from verl_async_dapo.targets.ray_scripts import (
     parse_result,
     probe_entrypoint,
 )
+from verl_async_dapo.untrusted import quoted
 from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, has_credentials, looks_secret
 
 T = TypeVar("T")
@@ -411,5 +412,5 @@ class RayTarget(Target):
             return result
         if info.driver_exit_code == COMMAND_NOT_FOUND:
             return None
-        reason = info.message.strip().splitlines()[0][:300] if info.message.strip() else info.status
+        reason = quoted(info.message.strip().splitlines()[0], 300) if info.message.strip() else info.status
         raise TargetError(f"a short job ({op}) on {self.name} ended without a result: {reason}")

@@ -30,6 +30,7 @@ from urllib.parse import quote, urlencode
 
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError, TargetUnavailable
 from verl_async_dapo.targets.ray_auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, find_token
+from verl_async_dapo.untrusted import quoted
 
 DEFAULT_TIMEOUT = 10.0
 LOGS_TIMEOUT = 60.0
@@ -120,8 +121,7 @@ class JobInfo:
 def _excerpt(body: str, limit: int = 300) -> str:
     """The informative end of an error body (tracebacks end with the exception line)."""
     lines = [line.strip() for line in body.strip().splitlines() if line.strip() and line.strip() != "."]
-    text = lines[-1] if lines else ""
-    return text[:limit]
+    return quoted(lines[-1], limit) if lines else "(no body)"  # the dashboard's words: data, delimited
 
 
 class RayJobsClient:
