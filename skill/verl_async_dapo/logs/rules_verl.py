@@ -21,11 +21,6 @@ NONFATAL_NOTES: dict[str, tuple[str, str]] = {
         "check the SwanLab key and host with configure_swanlab (a key for another host answers "
         "401); the next run picks up the fix, this one keeps training",
     ),
-    "wandb_api_error": (
-        "Weights & Biases rejected uploads while training went on: the run continues, but its "
-        "metrics are not being uploaded.",
-        "check WANDB_API_KEY and the project's permissions (403 = no access to the entity/project)",
-    ),
 }
 
 VERL_RULES: tuple[Rule, ...] = (
@@ -133,20 +128,6 @@ VERL_RULES: tuple[Rule, ...] = (
         "swanlab_api_error",
         "swanlab api error",
         r"^swanlab: swanlab api error(?:, status code: (?P<detail>\d+)|.*'(?P<d2>\d{3} [\w ]+)'\))",
-        nonfatal=True,
-    ),
-    # wandb refusing at start raises (fatal); the same refusal mid-run is only logged (below).
-    make_rule(
-        C.TRACKING,
-        "wandb_auth",
-        "wandb.errors",
-        r"^wandb\.errors\.(?:errors\.)?(?:CommError|UsageError|AuthenticationError): (?P<detail>.+)",
-    ),
-    make_rule(
-        C.TRACKING,
-        "wandb_api_error",
-        "wandb: ERROR",
-        r"^wandb: ERROR .*(?P<detail>40[13]) (?:Forbidden|Unauthorized)|^wandb: ERROR .*permission denied",
         nonfatal=True,
     ),
 )
