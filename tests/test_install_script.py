@@ -16,8 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
-from tests.harness.wheelhouse import build_wheelhouse
 
+from harness.wheelhouse import build_wheelhouse
 from mcp import Client
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,6 +7,7 @@ and ``plan`` stay fast.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import sys
@@ -93,15 +94,18 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
     from verl_async_dapo.preflight import run_preflight
-    from verl_async_dapo.runs import settings_with
+    from verl_async_dapo.runs import no_gpus_allowed, settings_with
     from verl_async_dapo.targets.registry import get_target
+    from verl_async_dapo.wording import Face
 
-    settings = settings_with(_ctx(), {"mode": args.mode, "framework": args.framework})
-    report = anyio.run(run_preflight, get_target(args.container), settings)
+    ctx = _ctx()
+    settings = settings_with(ctx, {"mode": args.mode, "framework": args.framework})
+    allow = no_gpus_allowed(ctx, args.allow_no_gpus)
+    report = anyio.run(functools.partial(run_preflight, get_target(args.container), settings, allow_no_gpus=allow))
     if args.json:
-        _print_json(report.to_dict())
+        _print_json(report.to_dict(Face.CLI))
     else:
-        print("\n".join(report.lines()))
+        print("\n".join(report.lines(Face.CLI)))
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -187,6 +191,12 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_no_gpus(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-no-gpus", action="store_true",
+                   help="accept a target with no visible GPU (training needs GPUs; for CPU-only tests). "
+                        "Server-wide: VERL_ASYNC_DAPO_ALLOW_NO_GPUS=1")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verl-async-dapo", description="Launch and supervise verl DAPO training.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -215,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--container", required=True)
     p.add_argument("--mode", choices=["dapo", "one_step_off_policy"])
     p.add_argument("--framework", choices=["fsdp", "megatron"])
+    _add_no_gpus(p)
     _add_json(p)
     p.set_defaults(func=cmd_preflight)
 
@@ -229,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--swanlab-mode", choices=["cloud", "local", "disabled"])
     p.add_argument("--skip-preflight", action="store_true")
     p.add_argument("--allow-shared-gpus", action="store_true")
+    _add_no_gpus(p)
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
     _add_json(p)
     p.set_defaults(func=cmd_start)
@@ -265,13 +277,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     from verl_async_dapo.errors import user_facing_error
+    from verl_async_dapo.wording import Face
 
     try:
         return func(args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        message = user_facing_error(exc)
+        message = user_facing_error(exc, Face.CLI)
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)

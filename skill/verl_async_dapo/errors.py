@@ -10,6 +10,8 @@ import errno
 
 from pydantic import ValidationError
 
+from verl_async_dapo.wording import Face, FacedError
+
 
 def describe_validation_error(exc: ValidationError) -> str:
     """One line per problem, named by field; pydantic's "Value error, " noise removed."""
@@ -21,8 +23,8 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def user_facing_error(exc: BaseException) -> str | None:
-    """The actionable message for an expected failure, or None for an unexpected one."""
+def user_facing_error(exc: BaseException, face: Face = Face.MCP) -> str | None:
+    """The actionable message for an expected failure, in the words of ``face``; None for an unexpected one."""
     from verl_async_dapo.features import FeatureError
     from verl_async_dapo.flow import FlowError
     from verl_async_dapo.secret_store import SecretStoreError
@@ -31,6 +33,8 @@ def user_facing_error(exc: BaseException) -> str | None:
     from verl_async_dapo.swanlab import SwanlabConfigError
     from verl_async_dapo.targets.base import TargetError
 
+    if isinstance(exc, FacedError):  # names tools/arguments or commands/flags, as the face asks
+        return exc.for_face(face)
     # SecretStoreError messages never hold a secret value (by design), only paths and the fix.
     if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
                         SecretStoreError)):  # fmt: skip

@@ -19,6 +19,7 @@ from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.runs import StartResult, settings_with, start_training
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.verl import PlanError, PlanRequest, build_plan
+from verl_async_dapo.wording import Face
 
 
 def _env_first(ctx: AppContext, *names: str) -> str | None:
@@ -34,7 +35,8 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     _check_plan(settings, args.features)
     sid = ctx.store.create_session()
     try:
-        await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
+        await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
+                                        allow_no_gpus=args.allow_no_gpus, session_id=sid)  # fmt: skip
         sessions.set_proxy(
             ctx,
             args.http_proxy or _env_first(ctx, "http_proxy", "HTTP_PROXY"),
@@ -46,7 +48,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         sessions.choose_features(ctx, names, session_id=sid)
         if sessions.preconfigured_swanlab(ctx) is None:
             await _ask_swanlab(ctx, args, sid)
-        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid)
+        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
         ctx.store.abandon_session(sid)

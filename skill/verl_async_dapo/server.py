@@ -84,6 +84,7 @@ async def select_container(
     name: wire.ContainerChoice = None,
     create: wire.CreateArg = None,
     allow_shared_gpus: wire.AllowSharedGpus = False,
+    allow_no_gpus: wire.AllowNoGpus = False,
 ) -> wire.SessionOut:
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
@@ -91,7 +92,7 @@ async def select_container(
     app = app_of(ctx)
     with service_errors(app):
         view = await sessions.select_container(app, name, create.to_spec() if create else None,
-                                               allow_shared_gpus=allow_shared_gpus)  # fmt: skip
+                                               allow_shared_gpus=allow_shared_gpus, allow_no_gpus=allow_no_gpus)  # fmt: skip
     return _session(view)
 
 

@@ -172,6 +172,11 @@ CreateArg = Annotated[CreateContainerIn | None, Field(description="Create (and s
 AllowSharedGpus = Annotated[
     bool, Field(description="Accept a target where another run of this tool is training (shares its GPUs)")
 ]
+AllowNoGpus = Annotated[
+    bool,
+    Field(description="Accept a target where no GPU is visible (training needs GPUs: only when the user explicitly "
+                      "wants to run without, e.g. a CPU-only test); otherwise preflight refuses it"),
+]
 ConfirmArg = Annotated[
     bool, Field(description="The user confirmed stopping; needed only when the client cannot show a form")
 ]

@@ -35,9 +35,10 @@ from verl_async_dapo.flow import (
 )
 from verl_async_dapo.targets.base import CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
+from verl_async_dapo.wording import FacedError, Say, Term, flag, tool
 
 
-class UserInputError(ValueError):
+class UserInputError(FacedError):
     """Bad input from the user or the agent; the message says how to fix it. Nothing was changed."""
 
 
@@ -97,7 +98,9 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
             latest_run_id=_latest_run_id(ctx),
         )  # fmt: skip
     if not ctx.store.session_exists(sid):
-        raise UserInputError(f"unknown session {sid[:40]!r}; call get_session without an id for the current one")
+        raise UserInputError(Say("unknown session {sid!r}; {how}", sid=sid[:40],
+                                 how=Term(mcp="call get_session without an id for the current one",
+                                          cli="`verl-async-dapo runs` lists the runs")))  # fmt: skip
     answered = _answered(ctx, sid)
     run_state, run_id = _run_state(ctx, sid)
     pending = None if run_state else next_question(answered, configured is not None)
@@ -147,6 +150,7 @@ async def select_container(
     create: CreateSpec | None = None,
     *,
     allow_shared_gpus: bool = False,
+    allow_no_gpus: bool = False,
     session_id: str | None = None,
 ) -> SessionView:
     """Question 1: an existing container, the host, or a new container (``create``)."""
@@ -174,11 +178,12 @@ async def select_container(
         raise UserInputError(str(exc)) from exc
     busy = [r for r in ctx.store.active_runs_on(info.name)]
     if busy and not allow_shared_gpus:
-        raise UserInputError(
-            f"{info.name} is busy: run {busy[0]} is training there and holds its GPUs. Stop it with stop_training, "
-            "choose another container, or pass allow_shared_gpus=true if the user explicitly wants both"
-        )
-    answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus)
+        raise UserInputError(Say(
+            "{name} is busy: run {run} is training there and holds its GPUs. Stop it with {stop}, choose another "
+            "container, or pass {allow} if the user explicitly wants both",
+            name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus")))  # fmt: skip
+    answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus,
+                             allow_no_gpus=allow_no_gpus)  # fmt: skip
     sid = sid or ctx.store.create_session()
     ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
     return view(ctx, sid)
