@@ -21,6 +21,7 @@ from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.errors import describe_validation_error
 from verl_async_dapo.flow import Question, check_start_allowed
+from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
@@ -294,14 +295,16 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
 
 
 async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:
-    """The last ``max_bytes`` of the run's current attempt log (None before any attempt started)."""
+    """At most the last ``max_bytes`` of the run's current attempt log, from a whole line on (None before any
+    attempt started)."""
     run = resolve_run(ctx, run_id)
     attempts = ctx.store.attempts(run.id)
     job = attempts[-1].job if attempts else None
     if job is None:
         return run, None
     handle = JobHandle(**job)
-    return run, await get_target(handle.target).read_tail(handle.log_path, max_bytes)
+    # One byte more than shown: it tells whether the window already starts right after a newline.
+    return run, from_whole_line(await get_target(handle.target).read_tail(handle.log_path, max_bytes + 1), max_bytes)
 
 
 async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:
@@ -359,9 +362,25 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
     return {"run_id": run.id, "status": "stopping", "message": "stop requested; the supervisor is ending the job"}
 
 
+def run_to_stop(ctx: AppContext, run_id: str | None) -> RunRow:
+    """The run a stop without an id means: the only active one. Several active: refused, naming them."""
+    if run_id is not None:
+        return resolve_run(ctx, run_id)
+    active = [r for r in ctx.store.runs(200) if r.status in ACTIVE_RUN_STATUSES]
+    if len(active) > 1:
+        raise UserInputError(Say("{n} runs are active ({ids}); name the one to stop: {how}", n=len(active),
+                                 ids=", ".join(f"{r.id} on {r.target}" for r in active),
+                                 how=Term(mcp="stop_training with run_id", cli="`verl-async-dapo stop RUN_ID`")))  # fmt: skip
+    return active[0] if active else resolve_run(ctx, None)
+
+
 def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
     rows = ctx.store.runs(limit)
     for row in rows:
         heal(ctx, row)
-    return [{"run_id": r.id, "status": r.status, "target": r.target, "created_at": r.created_at,
+    now = time.time()
+    # ISO 8601 (UTC) for people and tools alike; the duration runs to now while a run is active.
+    return [{"run_id": r.id, "status": r.status, "target": r.target, "started_at": iso_time(r.created_at),
+             "ended_at": iso_time(r.ended_at), "duration_seconds": round((r.ended_at or now) - r.created_at, 1),
              "attempts": len(ctx.store.attempts(r.id)), "swanlab_url": r.swanlab_url} for r in rows]  # fmt: skip
+

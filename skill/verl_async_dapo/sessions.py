@@ -22,7 +22,7 @@ from verl_async_dapo.answers import (
     normalise_proxy_value,
 )
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.features import FeatureError
+from verl_async_dapo.features import FeatureError, FeatureSet
 from verl_async_dapo.flow import (
     PROMPTS,
     FlowError,
@@ -54,6 +54,7 @@ class SessionView(BaseModel):
     swanlab_source: str | None = None
     run_id: str | None = None
     latest_run_id: str | None = None  # the newest run of any session, e.g. one that just finished
+    features: list[str] | None = None  # the effective features of the first attempt, once question 3 is answered
 
 
 RUN_TO_SESSION_STATE = {
@@ -116,12 +117,38 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
         swanlab_source=configured.source if configured else None,
         run_id=run_id,
         latest_run_id=_latest_run_id(ctx),
+        features=_effective_features(answered.get(Question.FEATURES)),
     )
+
+
+def _effective_features(answer: Any) -> list[str] | None:
+    """What the user's choice comes to (their explicit ones + the default performance features they kept), so the
+    agent can echo it instead of guessing how "default" or "no_flash_attn" resolve."""
+    if answer is None:
+        return None
+    return [f.value for f in FeatureSet(explicit=FeaturesAnswer.model_validate(answer).choice()).effective]
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:
     latest = ctx.store.latest_run()
     return latest.id if latest else None
+
+
+def swanlab_setting(ctx: AppContext, current: SessionView) -> tuple[str | None, str]:
+    """(where it comes from, one line without the key): this session's answer wins over the environment and the
+    config file, as it does at start."""
+    answer = current.answers.get(Question.SWANLAB.value)
+    if answer is not None:
+        a = SwanlabAnswer.model_validate(answer)
+        where = f" at {a.host or swanlab_cfg.PUBLIC_WEB_HOST}" if a.mode == "cloud" else ""
+        key = "; key set" if a.key_ref else ""
+        log_dir = f"; log dir {a.log_dir}" if a.log_dir else ""
+        return "session", f"{a.mode}{where}{key}{log_dir} (from this session's answer)"
+    configured = preconfigured_swanlab(ctx)
+    if configured is not None:
+        return configured.source, configured.describe()
+    return None, ("not configured: pass host (a form asks for the key; api_key where the client has no forms), "
+                  "or mode local / disabled")  # fmt: skip
 
 
 def swanlab_question_open(ctx: AppContext) -> bool:
@@ -166,6 +193,11 @@ async def select_container(
         else:
             check_answer_allowed(Question.CONTAINER, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None,
                                  run_state)  # fmt: skip
+    if create is not None and create.gpus == "none" and not allow_no_gpus:  # refused before anything is created
+        raise UserInputError(Say(
+            "a container created with gpus='none' cannot train: verl needs GPUs. Create it with gpus 'all' (or device "
+            "ids such as '0,1'), or pass {allow} only if the user explicitly wants a container without GPUs",
+            allow=flag("allow_no_gpus")))  # fmt: skip
     try:
         if create is not None:
             info = await create_container(create)

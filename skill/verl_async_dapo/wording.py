@@ -34,7 +34,7 @@ class Term:
 
 # What each MCP tool is on the command line (the CLI answers the four questions in one `start`).
 TOOL_COMMANDS: dict[str, str] = {
-    "list_containers": "`verl-async-dapo start --container NAME`",
+    "list_containers": "`verl-async-dapo containers`",
     "select_container": "`verl-async-dapo start --container NAME`",
     "start_training": "`verl-async-dapo start --container NAME`",
     "get_progress": "`verl-async-dapo status`",
