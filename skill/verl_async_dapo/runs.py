@@ -290,7 +290,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "swanlab_url": run.swanlab_url,
-        "as_of": run.progress_at, "final_reason": run.final_reason, "suggestions": run.suggestions,
+        "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
     }  # fmt: skip
 
 

@@ -285,7 +285,7 @@ class ProgressOut(_Out):
     metrics_step: int | None = None
     resumed_from_step: int | None = Field(None, description="Checkpoint step the current attempt resumed from")
     swanlab_url: str | None = None
-    as_of: float | None = Field(None, description="Unix time of the progress reading")
+    as_of: str | None = Field(None, description="When the progress was read (ISO 8601, UTC), e.g. 2026-12-01T12:03:28Z")
     final_reason: str | None = None
     suggestions: list[str] = []
 

@@ -8,7 +8,9 @@ refusal names tool arguments, the CLI's the flags and environment variables.
 from __future__ import annotations
 
 import os
+import re
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,9 +80,21 @@ async def test_explicit_allowance_lets_a_gpu_less_target_start(connect: Any, tre
         started = await ok(client, "start_training")
         assert started["run_id"].startswith("run_")
         assert any(line.startswith("[warn] gpus: ") and "allowed" in line for line in started["preflight"])
+        deadline = time.monotonic() + 60
+        progress = await ok(client, "get_progress", {"run_id": started["run_id"]})
+        while progress["as_of"] is None and time.monotonic() < deadline:
+            await anyio.sleep(0.5)
+            progress = await ok(client, "get_progress", {"run_id": started["run_id"]})
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", progress["as_of"] or ""), progress  # ISO 8601, UTC
 
 
 def test_cli_start_names_flags_and_variables(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A plan that cannot be built, no model and no GPU: all three in one refusal, before a session exists.
+    assert cli.main(["start", "--container", "host"]) == cli.EXIT_FAIL
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid training parameters: ROLLOUT_TP=2 must divide"), err
+    assert "[error] MODEL_PATH: " in err and "or set MODEL_PATH" in err and "[error] gpus: " in err, err
+    assert "start_training" not in err and "--allow-no-gpus" in err, err
     (tree / "models" / "Qwen3-8B").mkdir(parents=True)
     code = cli.main(["start", "--container", "host", "--mode", "dapo"])
     err = capsys.readouterr().err
