@@ -8,15 +8,18 @@ files are ignored."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
+from harness.fixtures import exec_argv
 from harness.wheelhouse import build_wheelhouse
 from mcp import Client
 
@@ -110,3 +113,38 @@ def test_the_docs_show_commands_that_work() -> None:
         for line in text.splitlines():
             if "npx " in line:
                 assert "npx -y " in line, (doc, line)
+
+
+def test_readme_line_by_line_reaches_a_started_run_on_the_test_image(offline: tuple[Path, Path], tmp_path: Path,
+                                                                     container: Any) -> None:  # fmt: skip
+    """README: install (command 1's first half), preflight a target, start. The installed command, the test image's
+    container, the verl stand-in; no GPU there, so the explicit --allow-no-gpus a user would need too."""
+    wheel, house = offline
+    env = {**_env(tmp_path, house), "TRAIN_STEPS": "3", "FRAMEWORK": "fsdp", "TRAINER_GPUS": "1", "ROLLOUT_GPUS": "1",
+           "ROLLOUT_TP": "1", "SWANLAB_MODE": "disabled"}  # fmt: skip
+    if os.environ.get("DOCKER_HOST"):
+        env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+    for argv in (["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"],
+                 ["touch", "/verl/data/dapo-math-17k.parquet", "/verl/data/aime-2024.parquet"]):  # fmt: skip
+        assert exec_argv(container, argv).exit_code == 0
+    home_bin = tmp_path / ".local" / "bin"  # the README's path: ~/.local/bin/verl-async-dapo with HOME=tmp_path
+    installed = subprocess.run([str(DEBIAN_PYTHON), str(REPO / "scripts" / "install.py"), "--source", str(wheel)],
+                               env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    command = str(home_bin / "verl-async-dapo")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([command, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              check=False, stdin=subprocess.DEVNULL)  # fmt: skip
+
+    refused = cli("preflight", "--container", container.name)
+    assert refused.returncode == 1 and "[error] gpus: " in refused.stdout and "--allow-no-gpus" in refused.stdout
+    checked = cli("preflight", "--container", container.name, "--allow-no-gpus")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    started = cli("start", "--container", container.name, "--allow-no-gpus", "--json")
+    assert started.returncode == 0, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    try:
+        assert run_id in cli("runs").stdout
+    finally:
+        assert cli("stop", run_id, "--yes").returncode == 0
