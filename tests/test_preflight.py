@@ -156,6 +156,13 @@ async def test_missing_verl_home(docker_target: DockerTarget) -> None:
     assert "dapo recipe" not in {c.name for c in report.checks}
 
 
+async def test_missing_verl_home_advice_fits_the_target(docker_target: DockerTarget) -> None:
+    in_container = by_name(await run_preflight(docker_target, settings(VERL_HOME="/nowhere/verl")), "verl").line()
+    on_host = by_name(await run_preflight(HostTarget(), settings(VERL_HOME="/nowhere/verl")), "verl").line()
+    assert "mount a verl checkout at /nowhere/verl" in in_container and "clone" not in in_container
+    assert "clone verl to /nowhere/verl on this machine" in on_host and "mount" not in on_host
+
+
 async def test_disk_thresholds(docker_target: DockerTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "DISK_WARN_BYTES", 1 << 60)
     warn = by_name(await run_preflight(docker_target, settings(CKPT_DIR="/ckpt/run1")), "disk")

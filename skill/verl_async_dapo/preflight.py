@@ -129,6 +129,10 @@ class _Preflight:
         self.has_python = False
         self.verl_version: str | None = None
 
+    def _on_host(self) -> bool:
+        """Advice differs: a host needs something installed, a container needs it mounted or in its image."""
+        return self.target.kind is TargetKind.HOST
+
     def add(self, name: str, status: CheckStatus, detail: str, fix: Text | None = None) -> None:
         self.checks.append(Check(name, status, detail, fix))
 
@@ -145,9 +149,9 @@ class _Preflight:
             self.has_python = True
             self.add("python3", CheckStatus.OK, f"Python {res.stdout.strip()}")
         elif res.exit_code == COMMAND_NOT_FOUND:
-            self.add(
-                "python3", CheckStatus.ERROR, "python3 not found", "use an image with Python 3 (verl images ship it)"
-            )
+            fix = ("install Python 3 on this machine (e.g. apt install python3)" if self._on_host() else
+                   "use an image with Python 3 (verl images ship it)")  # fmt: skip
+            self.add("python3", CheckStatus.ERROR, "python3 not found", fix)
         else:
             self.add("python3", CheckStatus.ERROR, f"python3 failed: {_first(res.stderr)}", "repair the Python install")
 
@@ -155,7 +159,7 @@ class _Preflight:
         query = ["nvidia-smi", "--query-gpu=index,memory.total,memory.used", "--format=csv,noheader"]
         res = await self.target.run(query, timeout=30)
         need = self.s.required_gpus()
-        on_host = self.target.kind is TargetKind.HOST
+        on_host = self._on_host()
         if res.exit_code == COMMAND_NOT_FOUND:
             where = "this machine" if on_host else self.target.name
             # Host advice for the host, container advice for a container: the fix differs.
@@ -217,7 +221,9 @@ class _Preflight:
                 "verl",
                 CheckStatus.ERROR,
                 f"VERL_HOME {home} does not exist in {self.target.name}",
-                Say("mount a verl checkout at {home} or set {v}", home=home, v=setting("VERL_HOME")),
+                Say("{how} or set {v}", v=setting("VERL_HOME"),
+                    how=f"clone verl to {home} on this machine (git clone https://github.com/verl-project/verl)"
+                    if self._on_host() else f"mount a verl checkout at {home} (docker run -v HOST_DIR:{home})"),
             )
             return
         version_file = posixpath.join(home, "verl/version/version")
