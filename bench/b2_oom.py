@@ -243,7 +243,8 @@ def profile_supervisor(state: State, container: Container) -> list[dict[str, Any
     try:
         args = argparse.Namespace(
             container=container.name, mode=None, framework=None, features=None, http_proxy=None, https_proxy=None,
-            no_proxy=None, swanlab_mode=None, skip_preflight=True, allow_shared_gpus=False, wait=False,
+            no_proxy=None, swanlab_mode=None, skip_preflight=True, allow_shared_gpus=False, allow_no_gpus=False,
+            wait=False,
         )  # fmt: skip
         result = anyio.run(quickstart.start_from_cli, ctx, args)
         lock = run_lock.try_lock(run_lock.lock_path(ctx, result.run_id))

@@ -22,8 +22,29 @@ find_cli() {
     elif [[ -x "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo" ]]; then
         printf '%s\n' "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo"
     else
-        die "verl-async-dapo is not installed: run 'python3 -m pip install ${VAD_REPO_DIR}' first"
+        die "verl-async-dapo is not installed: run 'python3 ${VAD_REPO_DIR}/scripts/install.py' first (or set VAD_CLI)"
     fi
+}
+
+# The target: CONTAINER, or the original skill's default 'jins' when CONTAINER is unset. Dies naming the variable and
+# listing the targets that exist when the one meant is not there (instead of a bare "container not found").
+pick_container() {
+    local wanted="${CONTAINER:-jins}" names
+    if [[ "${wanted}" == host || "${wanted}" == ray:* ]]; then
+        printf '%s\n' "${wanted}"
+        return 0
+    fi
+    names="$(vad containers --names)" || die "cannot list the targets (see above)"
+    if grep -qxF -- "${wanted}" <<<"${names}"; then
+        printf '%s\n' "${wanted}"
+        return 0
+    fi
+    local listed
+    listed="$(paste -sd ' ' <<<"${names}")"
+    if [[ -z "${CONTAINER:-}" ]]; then
+        die "CONTAINER is not set and the default container 'jins' does not exist; set CONTAINER to one of: ${listed} (e.g. CONTAINER=host)"
+    fi
+    die "CONTAINER=${wanted}: no such target; existing: ${listed}"
 }
 
 # Run the CLI; its exit code is returned to the caller (no set -e surprises: callers test it).

@@ -14,7 +14,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 handle_args "${BASH_SOURCE[0]}" "$@"
 
-container="${CONTAINER:-jins}"
+container="$(pick_container)"
 args=(preflight --container "${container}")
 if [[ -n "${MODE:-}" ]]; then
     args+=(--mode "${MODE}")

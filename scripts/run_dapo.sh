@@ -18,7 +18,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 handle_args "${BASH_SOURCE[0]}" "$@"
 
-container="${CONTAINER:-jins}"
+container="$(pick_container)"
 log_info "starting single-async DAPO on ${container}"
 start_run --container "${container}" --mode dapo
 if [[ "${DETACH:-0}" != "1" ]]; then

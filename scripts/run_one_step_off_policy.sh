@@ -15,7 +15,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 handle_args "${BASH_SOURCE[0]}" "$@"
 
-container="${CONTAINER:-jins}"
+container="$(pick_container)"
 log_info "starting one-step-off-policy on ${container} (trainer and rollout on separate GPU groups)"
 start_run --container "${container}" --mode one_step_off_policy
 if [[ "${DETACH:-0}" != "1" ]]; then

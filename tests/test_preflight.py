@@ -22,6 +22,7 @@ from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.base import InvalidTargetInput, Target
 from verl_async_dapo.targets.docker import DockerTarget
 from verl_async_dapo.targets.host import HostTarget
+from verl_async_dapo.wording import Face
 
 STALE_DAPO_KEY = "reward_model.overlong_buffer.enable=True"  # the 0.6.x name; gone from 0.7.1 on
 CURRENT_DAPO_KEY = "reward.reward_kwargs.overlong_buffer_cfg.enable=True"
@@ -30,6 +31,10 @@ DAPO_CONFIG = ("recipe/dapo/config", "dapo_trainer")
 # nvidia-smi stand-in: the csv the real one prints for the query preflight sends (GPU 1 is busy).
 FAKE_NVIDIA_SMI = b"""#!/bin/sh
 printf '0, 81559 MiB, 1 MiB\\n1, 81559 MiB, 40000 MiB\\n'
+"""
+# nvidia-smi on a machine whose driver sees no GPU: it answers, with no rows.
+EMPTY_NVIDIA_SMI = b"""#!/bin/sh
+exit 0
 """
 
 
@@ -62,25 +67,28 @@ def venv_python_first(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
-async def test_container_missing_model_reports_error_and_gpu_warning(docker_target: DockerTarget) -> None:
+async def test_container_missing_model_and_no_gpus_are_errors_together(docker_target: DockerTarget) -> None:
     report = await run_preflight(docker_target, settings())
     lines = report.lines()
     assert not report.ok
     model = by_name(report, "MODEL_PATH")
     assert model.status is CheckStatus.ERROR
-    assert (
-        f"[error] MODEL_PATH: /verl/models/Qwen3-8B does not exist in {docker_target.name}"
-        " → download the model there or set MODEL_PATH"
-    ) in lines
+    missing = f"[error] MODEL_PATH: /verl/models/Qwen3-8B does not exist in {docker_target.name} → download the model there"
+    # The agent is told the start_training argument, a person at the CLI the environment variable.
+    assert f"{missing} or set the start_training argument model_path (or MODEL_PATH in the server's environment)" in lines
+    assert f"{missing} or set MODEL_PATH" in report.lines(Face.CLI)
     gpus = by_name(report, "gpus")
-    assert gpus.status is CheckStatus.WARNING and gpus.detail.startswith("cannot count GPUs")
-    assert any(line.startswith("[warn] gpus: cannot count GPUs") and " → " in line for line in lines)
+    assert gpus.status is CheckStatus.ERROR and gpus.detail.startswith("no GPU visible: nvidia-smi is not available")
+    gpu_line = next(line for line in lines if line.startswith("[error] gpus: "))
+    assert "recreate it with --gpus all" in gpu_line and "allow_no_gpus=true" in gpu_line, gpu_line
+    assert "--allow-no-gpus" in next(line for line in report.lines(Face.CLI) if line.startswith("[error] gpus: "))
+    assert "install the NVIDIA driver" not in gpu_line  # container advice for a container
     assert by_name(report, "verl").detail == "verl 0.9.1 (/verl/verl/version/version)"
     assert by_name(report, "dapo recipe").detail == "/verl/recipe/dapo/main_dapo.py"
     assert by_name(report, "hydra").detail.startswith("hydra-core 1.3")
     assert by_name(report, "target").status is CheckStatus.OK
     assert by_name(report, "disk").status in (CheckStatus.OK, CheckStatus.WARNING)
-    assert {c.name for c in report.errors} == {"MODEL_PATH", "TRAIN_FILE", "VAL_FILE"}
+    assert {c.name for c in report.errors} == {"MODEL_PATH", "TRAIN_FILE", "VAL_FILE", "gpus"}
     as_json = json.loads(json.dumps(report.to_dict()))
     assert as_json["ok"] is False and as_json["target"] == docker_target.name
     assert {"name": "MODEL_PATH", "status": "error"}.items() <= as_json["checks"][
@@ -88,22 +96,37 @@ async def test_container_missing_model_reports_error_and_gpu_warning(docker_targ
     ].items()
 
     await provide_inputs(docker_target, "/verl")
-    again = await run_preflight(docker_target, settings())
+    refused = await run_preflight(docker_target, settings())
+    assert [c.name for c in refused.errors] == ["gpus"]  # training needs GPUs: an error unless allowed
+    again = await run_preflight(docker_target, settings(), allow_no_gpus=True)
     assert again.ok, again.lines()
     assert [c.name for c in again.warnings][:1] == ["gpus"]
+    assert by_name(again, "gpus").detail.endswith("; allowed (allow_no_gpus)")
 
 
 async def test_gpu_count_against_required(docker_target: DockerTarget) -> None:
     await docker_target.write_file("/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI, mode=0o755)
     report = await run_preflight(docker_target, settings(TRAINER_GPUS=4, ROLLOUT_GPUS=4))
     assert (
-        "[error] gpus: 2 GPU(s) visible, 8 required (dapo) → lower TRAINER_GPUS/ROLLOUT_GPUS/N_GPUS or pick a target with more GPUs"
-        in report.lines()
+        "[error] gpus: 2 GPU(s) visible, 8 required (dapo) → lower TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS or pick a "
+        "target with more GPUs" in report.lines(Face.CLI)
     )
+    assert "lower trainer_gpus / rollout_gpus (start_training arguments;" in by_name(report, "gpus").line()
     assert by_name(report, "gpu memory").status is CheckStatus.WARNING
     assert "GPU(s) 1 already" in by_name(report, "gpu memory").detail
     enough = await run_preflight(docker_target, settings(N_GPUS=2, MODE="dapo"))
     assert by_name(enough, "gpus").status is CheckStatus.OK
+    # Too few GPUs is never waved through by allow_no_gpus: that allows none at all, not fewer than needed.
+    short = await run_preflight(docker_target, settings(TRAINER_GPUS=4, ROLLOUT_GPUS=4), allow_no_gpus=True)
+    assert by_name(short, "gpus").status is CheckStatus.ERROR
+
+
+async def test_nvidia_smi_listing_no_gpu_is_an_error_unless_allowed(docker_target: DockerTarget) -> None:
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", EMPTY_NVIDIA_SMI, mode=0o755)
+    refused = by_name(await run_preflight(docker_target, settings()), "gpus")
+    assert refused.status is CheckStatus.ERROR and refused.detail == "0 GPU(s) visible, 8 required (dapo)"
+    allowed = by_name(await run_preflight(docker_target, settings(), allow_no_gpus=True), "gpus")
+    assert allowed.status is CheckStatus.WARNING
 
 
 async def test_one_step_off_module_follows_the_detected_profile(docker_target: DockerTarget) -> None:
@@ -133,13 +156,20 @@ async def test_missing_verl_home(docker_target: DockerTarget) -> None:
     assert "dapo recipe" not in {c.name for c in report.checks}
 
 
+async def test_missing_verl_home_advice_fits_the_target(docker_target: DockerTarget) -> None:
+    in_container = by_name(await run_preflight(docker_target, settings(VERL_HOME="/nowhere/verl")), "verl").line()
+    on_host = by_name(await run_preflight(HostTarget(), settings(VERL_HOME="/nowhere/verl")), "verl").line()
+    assert "mount a verl checkout at /nowhere/verl" in in_container and "clone" not in in_container
+    assert "clone verl to /nowhere/verl on this machine" in on_host and "mount" not in on_host
+
+
 async def test_disk_thresholds(docker_target: DockerTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(preflight, "DISK_WARN_BYTES", 1 << 60)
     warn = by_name(await run_preflight(docker_target, settings(CKPT_DIR="/ckpt/run1")), "disk")
     assert warn.status is CheckStatus.WARNING and "free at / (checkpoints: /ckpt/run1)" in warn.detail
     monkeypatch.setattr(preflight, "DISK_ERROR_BYTES", 1 << 60)
     error = by_name(await run_preflight(docker_target, settings()), "disk")
-    assert error.status is CheckStatus.ERROR and "CKPT_DIR" in (error.fix or "")
+    assert error.status is CheckStatus.ERROR and "CKPT_DIR" in error.line(Face.CLI)
 
 
 async def test_unreachable_target_is_one_error(docker_engine: None) -> None:
@@ -154,10 +184,13 @@ async def test_host_preflight(host_verl_tree: Path, venv_python_first: None, mon
     report = await run_preflight(target, settings(VERL_HOME=home))
     assert by_name(report, "verl").detail == f"verl 0.9.1 ({home}/verl/version/version)"
     assert by_name(report, "hydra").status is CheckStatus.OK
-    assert by_name(report, "gpus").status is CheckStatus.WARNING  # no nvidia-smi on this machine
+    gpus = by_name(report, "gpus")  # no nvidia-smi on this machine: host advice, not container advice
+    assert gpus.status is CheckStatus.ERROR and "nvidia-smi is not available in this machine" in gpus.detail
+    assert "install the NVIDIA driver on this machine" in gpus.line() and "--gpus all" not in gpus.line()
     assert by_name(report, "MODEL_PATH").detail == f"{home}/models/Qwen3-8B does not exist in host"
     await provide_inputs(target, home)
-    assert (await run_preflight(target, settings(VERL_HOME=home))).ok
+    assert [c.name for c in (await run_preflight(target, settings(VERL_HOME=home))).errors] == ["gpus"]
+    assert (await run_preflight(target, settings(VERL_HOME=home), allow_no_gpus=True)).ok
 
 
 # --- validate_overrides ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ class ContainerAnswer(BaseModel):
     kind: str  # TargetKind value: docker / host
     created: bool = False  # created by us in this session
     allow_shared_gpus: bool = False  # the user accepted sharing GPUs with another active run
+    allow_no_gpus: bool = False  # the user accepted a target without GPUs (preflight then only warns)
 
 
 class ProxyAnswer(BaseModel):

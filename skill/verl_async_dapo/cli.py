@@ -7,6 +7,7 @@ and ``plan`` stay fast.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import sys
@@ -51,6 +52,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if args.transport == "stdio" and sys.stdin.isatty():  # a person ran it in a terminal: say what it waits for
+        print("verl-async-dapo: MCP server on stdio, waiting for an MCP client on stdin (an agent starts this "
+              "command itself: claude mcp add verl-async-dapo -- verl-async-dapo serve). Ctrl-C quits; the CLI's "
+              "other commands (--help) are for people.", file=sys.stderr, flush=True)  # fmt: skip
     with _gc_paused():
         from verl_async_dapo.server import serve
 
@@ -94,13 +99,17 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
-    from verl_async_dapo.runs import preflight
+    from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
+    from verl_async_dapo.wording import Face
 
-    report = anyio.run(preflight, _ctx(), args.container, {"mode": args.mode, "framework": args.framework})
+    ctx = _ctx()
+    settings = settings_with(ctx, {"mode": args.mode, "framework": args.framework})
+    allow = no_gpus_allowed(ctx, args.allow_no_gpus)
+    report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow))
     if args.json:
-        _print_json(report.to_dict())
+        _print_json(report.to_dict(Face.CLI))
     else:
-        print("\n".join(report.lines()))
+        print("\n".join(report.lines(Face.CLI)))
     return EXIT_OK if report.ok else EXIT_FAIL
 
 
@@ -199,22 +208,52 @@ def cmd_errors(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     import anyio
 
-    from verl_async_dapo.runs import stop_training
+    from verl_async_dapo.runs import run_to_stop, stop_training
 
-    result = anyio.run(stop_training, _ctx(), args.run_id)
+    ctx = _ctx()
+    run = run_to_stop(ctx, args.run_id)  # several active runs and no id: refused, listing them
+    if not run.status.is_terminal() and not args.yes:
+        if not sys.stdin.isatty():
+            if args.run_id is None:  # a script must say which run it means, or that it means the only one
+                print(f"error: stopping needs confirmation: name the run (verl-async-dapo stop {run.id}) or pass "
+                      "--yes", file=sys.stderr)  # fmt: skip
+                return EXIT_USAGE
+        elif input(f"Stop training run {run.id} on {run.target} ({run.status})? Checkpoints already saved are kept. "
+                   "[y/N] ").strip().lower() not in ("y", "yes"):  # fmt: skip
+            print(f"not stopped: {run.id} keeps training", file=sys.stderr)
+            return EXIT_FAIL
+    result = anyio.run(stop_training, ctx, run.id)
     _print_json(result) if args.json else print(f"{result['run_id']}: {result['status']}")
     return EXIT_OK
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from verl_async_dapo.runs import list_runs
+    from verl_async_dapo.status_view import render_runs
 
     rows = list_runs(_ctx(), args.limit)
     if args.json:
         _print_json(rows)
     else:
-        for row in rows:
-            print(f"{row['run_id']}  {row['status']:<10} {row['target']:<20} attempts={row['attempts']}")
+        print(render_runs(rows))
+    return EXIT_OK
+
+
+def cmd_containers(args: argparse.Namespace) -> int:
+    import anyio
+
+    from verl_async_dapo.sessions import list_targets
+    from verl_async_dapo.status_view import render_targets
+
+    targets = anyio.run(list_targets)
+    rows = [{"name": t.name, "kind": t.kind.value, "state": t.state, "image": t.image, "gpus": t.gpus,
+             "note": t.note} for t in targets]  # fmt: skip
+    if args.json:
+        _print_json(rows)
+    elif args.names:
+        print("\n".join(r["name"] for r in rows))
+    else:
+        print(render_targets(rows))
     return EXIT_OK
 
 
@@ -228,9 +267,16 @@ def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _add_no_gpus(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-no-gpus", action="store_true",
+                   help="accept a target with no visible GPU (training needs GPUs; for CPU-only tests). "
+                        "Server-wide: VERL_ASYNC_DAPO_ALLOW_NO_GPUS=1")  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="verl-async-dapo", description="Launch and supervise verl DAPO training.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # metavar: the usage line lists no choices, so the internal `supervise` (added without help) stays unlisted.
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     p.add_argument("--transport", choices=["stdio", "http"], default="stdio")
@@ -256,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--container", required=True)
     p.add_argument("--mode", choices=["dapo", "one_step_off_policy"])
     p.add_argument("--framework", choices=["fsdp", "megatron"])
+    _add_no_gpus(p)
     _add_json(p)
     p.set_defaults(func=cmd_preflight)
 
@@ -270,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--swanlab-mode", choices=["cloud", "local", "disabled"])
     p.add_argument("--skip-preflight", action="store_true")
     p.add_argument("--allow-shared-gpus", action="store_true")
+    _add_no_gpus(p)
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
     _add_json(p)
     p.set_defaults(func=cmd_start)
@@ -286,17 +334,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     p.set_defaults(func=cmd_errors)
 
-    p = sub.add_parser("stop", help="stop a run")
-    p.add_argument("run_id", nargs="?")
+    p = sub.add_parser("stop", help="stop a run (asks first in a terminal; several active runs need the run id)")
+    p.add_argument("run_id", nargs="?", help="default: the only active run")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _add_json(p)
     p.set_defaults(func=cmd_stop)
 
-    p = sub.add_parser("runs", help="list runs")
+    p = sub.add_parser("runs", help="list runs: status, target, start time, duration, attempts")
     p.add_argument("--limit", type=int, default=20)
     _add_json(p)
     p.set_defaults(func=cmd_runs)
 
-    p = sub.add_parser("supervise", help=argparse.SUPPRESS)
+    p = sub.add_parser("containers", help="the targets training can run on: host, containers, Ray clusters")
+    p.add_argument("--names", action="store_true", help="names only, one per line")
+    _add_json(p)
+    p.set_defaults(func=cmd_containers)
+
+    p = sub.add_parser("supervise")  # internal: started detached by start; no help = not listed
     p.add_argument("run_id")
     p.set_defaults(func=cmd_supervise)
     return parser
@@ -306,10 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     from verl_async_dapo.errors import user_facing_error
+    from verl_async_dapo.wording import Face
 
     try:
         code = func(args)
-        sys.stdout.flush()  # here, where a closed pipe can still be handled (not at interpreter exit)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
         return code
     except KeyboardInterrupt:
         return 130
@@ -323,7 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        message = user_facing_error(exc)
+        message = user_facing_error(exc, Face.CLI)
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)

@@ -10,6 +10,8 @@ import errno
 
 from pydantic import ValidationError
 
+from verl_async_dapo.wording import Face
+
 
 def describe_validation_error(exc: ValidationError) -> str:
     """One line per problem, named by field; pydantic's "Value error, " noise removed."""
@@ -21,12 +23,14 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def user_facing_error(exc: BaseException) -> str | None:
-    """The actionable message for an expected failure, or None for an unexpected one."""
+def user_facing_error(exc: BaseException, face: Face = Face.MCP) -> str | None:
+    """The actionable message for an expected failure, in the words of ``face``; None for an unexpected one."""
     from verl_async_dapo.exceptions import VerlAsyncDapoError
 
-    # Every exception of the tree says what to do and never holds a secret value (exceptions.py).
+    # Every exception of the tree says what to do (naming tools/arguments or commands/flags, as the face asks)
+    # and never holds a secret value (exceptions.py).
     if isinstance(exc, VerlAsyncDapoError):
+        return exc.for_face(face)
         return str(exc)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"

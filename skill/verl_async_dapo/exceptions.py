@@ -26,7 +26,9 @@
             ├── SecretNotFoundError     (also a KeyError)
             └── InsecureFileError
 
-Faces catch ``VerlAsyncDapoError`` and show its message (errors.py); anything else is a bug and propagates. The
+A message may be a ``wording.Say`` that names tools and arguments for an agent, commands and flags for a person:
+``for_face`` renders it for the face that shows it, and ``str()`` is the MCP rendering. Faces catch
+``VerlAsyncDapoError`` and show ``for_face(their face)`` (errors.py); anything else is a bug and propagates. The
 stdlib bases are the ones each class had before the tree existed, so ``except ValueError`` around a parser still
 catches what it caught. The classes are re-exported from the modules that raise them (``flow.FlowError``,
 ``targets.base.TargetError``, ...), so either import works; new code imports from here, and no module needs to
@@ -35,9 +37,21 @@ import a service just for one of these.
 
 from __future__ import annotations
 
+from typing import Any
+
+from verl_async_dapo.wording import Face, Say, Text
+
 
 class VerlAsyncDapoError(Exception):
     """An expected failure; the message says what is wrong and how to fix it, and never contains a secret."""
+
+    def __init__(self, message: Text = "", *args: Any) -> None:
+        super().__init__(str(message), *args)
+        self.message = message
+
+    def for_face(self, face: Face) -> str:
+        """The message in the words of ``face`` (tools/arguments for MCP, commands/flags for the CLI)."""
+        return self.message.render(face) if isinstance(self.message, Say) else str(self)
 
 
 # -- input --------------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from verl_async_dapo.exceptions import FlowError
+from verl_async_dapo.wording import Say, Term, tool
 
 
 class Question(str, Enum):
@@ -143,16 +144,14 @@ def check_start_allowed(
         raise FlowError(f"not ready to start: {PROMPTS[pending].hint}")
 
 
-def _frozen_message(run_state: SessionState) -> str:
+def _frozen_message(run_state: SessionState) -> Say:
     if run_state in FINISHED_STATES:
-        return (
-            f"this session's run has {run_state.value}; its answers are kept with the run. "
-            "Start a new session: call list_containers, then select_container"
-        )
-    return (
-        "training is already running for this session and its answers are frozen into the run; "
-        "check it with get_progress, or stop it with stop_training before changing anything"
-    )
+        return Say("this session's run has {state}; its answers are kept with the run. Start a new session: {new}",
+                   state=run_state.value,
+                   new=Term(mcp="call list_containers, then select_container", cli=tool("start_training").cli))  # fmt: skip
+    return Say("training is already running for this session and its answers are frozen into the run; "
+               "check it with {progress}, or stop it with {stop} before changing anything",
+               progress=tool("get_progress"), stop=tool("stop_training"))  # fmt: skip
 
 
 def next_step_text(
@@ -165,7 +164,7 @@ def next_step_text(
     if state is SessionState.RUNNING:
         return "training is running: give the user the SwanLab link and stay silent; call get_progress when asked"
     if state in FINISHED_STATES:
-        return _frozen_message(state)
+        return str(_frozen_message(state))  # the session view is read by the agent
     pending = next_question(answered, swanlab_preconfigured)
     assert pending is not None
     return PROMPTS[pending].hint

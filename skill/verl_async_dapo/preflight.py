@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from verl_async_dapo.settings import Mode, TrainingSettings
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray_api import RayAuthError
 from verl_async_dapo.targets.ray_auth import RayTokenError
 from verl_async_dapo.targets.ray_resources import assess
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
+from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting
 
 GIB = 1 << 30
 DISK_WARN_BYTES = 50 * GIB
 DISK_ERROR_BYTES = 5 * GIB
+_GPU_COUNTS = Term(mcp="trainer_gpus / rollout_gpus (start_training arguments; or TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS "
+                        "in the server's environment)", cli="TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS")  # fmt: skip
 GPU_BUSY_FRACTION = 0.10  # memory already used on a GPU before we start: someone else is there
 # Ray CPUs verl's driver-side runner actor requests (verl.md §4): OneStepTaskRunner num_cpus=10.
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
@@ -47,11 +50,15 @@ class Check:
     name: str
     status: CheckStatus
     detail: str
-    fix: str | None = None
+    fix: Text | None = None  # may name a tool argument / CLI flag: rendered for the face that shows it
 
-    def line(self) -> str:
+    def line(self, face: Face = Face.MCP) -> str:
         text = f"{_TAGS[self.status]} {self.name}: {self.detail}"
-        return f"{text} → {self.fix}" if self.fix and self.status is not CheckStatus.OK else text
+        fix = render(self.fix, face)
+        return f"{text} → {fix}" if fix and self.status is not CheckStatus.OK else text
+
+    def to_dict(self, face: Face = Face.MCP) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status.value, "detail": self.detail, "fix": render(self.fix, face)}
 
 
 @dataclass
@@ -72,18 +79,18 @@ class PreflightReport:
     def warnings(self) -> list[Check]:
         return [c for c in self.checks if c.status is CheckStatus.WARNING]
 
-    def lines(self) -> list[str]:
-        return [c.line() for c in self.checks]
+    def lines(self, face: Face = Face.MCP) -> list[str]:
+        return [c.line(face) for c in self.checks]
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, face: Face = Face.MCP) -> dict[str, Any]:
         return {
             "target": self.target,
             "ok": self.ok,
             "verl_version": self.verl_version,
-            "checks": [{**asdict(c), "status": c.status.value} for c in self.checks],
+            "checks": [c.to_dict(face) for c in self.checks],
         }
 
 
@@ -114,14 +121,19 @@ def entry_files(verl_home: str, mode: Mode, version: str | None) -> tuple[list[s
 class _Preflight:
     """One run: holds the target, the settings and what earlier checks found out."""
 
-    def __init__(self, target: Target, settings: TrainingSettings) -> None:
+    def __init__(self, target: Target, settings: TrainingSettings, allow_no_gpus: bool = False) -> None:
         self.target = target
         self.s = settings
+        self.allow_no_gpus = allow_no_gpus
         self.checks: list[Check] = []
         self.has_python = False
         self.verl_version: str | None = None
 
-    def add(self, name: str, status: CheckStatus, detail: str, fix: str | None = None) -> None:
+    def _on_host(self) -> bool:
+        """Advice differs: a host needs something installed, a container needs it mounted or in its image."""
+        return self.target.kind is TargetKind.HOST
+
+    def add(self, name: str, status: CheckStatus, detail: str, fix: Text | None = None) -> None:
         self.checks.append(Check(name, status, detail, fix))
 
     async def guarded(self, name: str, fn: Callable[[], Awaitable[None]]) -> None:
@@ -137,9 +149,9 @@ class _Preflight:
             self.has_python = True
             self.add("python3", CheckStatus.OK, f"Python {res.stdout.strip()}")
         elif res.exit_code == COMMAND_NOT_FOUND:
-            self.add(
-                "python3", CheckStatus.ERROR, "python3 not found", "use an image with Python 3 (verl images ship it)"
-            )
+            fix = ("install Python 3 on this machine (e.g. apt install python3)" if self._on_host() else
+                   "use an image with Python 3 (verl images ship it)")  # fmt: skip
+            self.add("python3", CheckStatus.ERROR, "python3 not found", fix)
         else:
             self.add("python3", CheckStatus.ERROR, f"python3 failed: {_first(res.stderr)}", "repair the Python install")
 
@@ -147,32 +159,32 @@ class _Preflight:
         query = ["nvidia-smi", "--query-gpu=index,memory.total,memory.used", "--format=csv,noheader"]
         res = await self.target.run(query, timeout=30)
         need = self.s.required_gpus()
+        on_host = self._on_host()
         if res.exit_code == COMMAND_NOT_FOUND:
-            self.add(
-                "gpus",
-                CheckStatus.WARNING,
-                f"cannot count GPUs: nvidia-smi is not available in {self.target.name} ({need} needed)",
-                "on a GPU machine give the container GPU access (--gpus all, NVIDIA Container Toolkit)",
-            )
+            where = "this machine" if on_host else self.target.name
+            # Host advice for the host, container advice for a container: the fix differs.
+            fix = ("install the NVIDIA driver on this machine (it brings nvidia-smi)" if on_host else
+                   "give the container GPU access: recreate it with --gpus all (needs the NVIDIA Container Toolkit)")  # fmt: skip
+            self._no_gpus(f"no GPU visible: nvidia-smi is not available in {where} ({need} needed)", fix)
             return
         if res.exit_code != 0:
             self.add(
                 "gpus",
                 CheckStatus.ERROR,
                 f"nvidia-smi failed: {_first(res.stdout + res.stderr)}",
-                "check the NVIDIA driver and the container's GPU access",
-            )
+                "check the NVIDIA driver on this machine (nvidia-smi must list the GPUs)" if on_host else
+                "check the NVIDIA driver on the Docker host and the container's GPU access (--gpus all)",
+            )  # fmt: skip
             return
         rows = [[p.strip() for p in line.split(",")] for line in res.stdout.splitlines() if line.strip()]
         count = len(rows)
         busy = [r[0] for r in rows if len(r) == 3 and _busy(r[1], r[2])]
-        if count < need:
-            self.add(
-                "gpus",
-                CheckStatus.ERROR,
-                f"{count} GPU(s) visible, {need} required ({self.s.mode.value})",
-                "lower TRAINER_GPUS/ROLLOUT_GPUS/N_GPUS or pick a target with more GPUs",
-            )
+        if count == 0:
+            self._no_gpus(f"0 GPU(s) visible, {need} required ({self.s.mode.value})",
+                          "pick a target with GPUs (nvidia-smi lists none)")  # fmt: skip
+        elif count < need:
+            self.add("gpus", CheckStatus.ERROR, f"{count} GPU(s) visible, {need} required ({self.s.mode.value})",
+                     Say("lower {gpus} or pick a target with more GPUs", gpus=_GPU_COUNTS))  # fmt: skip
         else:
             self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
         if busy:
@@ -182,6 +194,15 @@ class _Preflight:
                 f"GPU(s) {', '.join(busy)} already have memory in use",
                 "another job may be running there; stop it or expect out-of-memory errors",
             )
+
+    def _no_gpus(self, detail: str, fix: str) -> None:
+        """Training cannot run without GPUs: an error, unless the user explicitly allowed it (a CPU-only stand-in)."""
+        if self.allow_no_gpus:
+            self.add("gpus", CheckStatus.WARNING, f"{detail}; allowed (allow_no_gpus)", fix)
+        else:
+            self.add("gpus", CheckStatus.ERROR, detail,
+                     Say("{fix}; training needs GPUs (only to run without any, pass {allow})", fix=fix,
+                         allow=flag("allow_no_gpus")))  # fmt: skip
 
     async def ray_gpus(self) -> None:
         """A Ray cluster: GPUs from Ray's own resource table (nvidia-smi on the head says nothing of workers)."""
@@ -200,7 +221,9 @@ class _Preflight:
                 "verl",
                 CheckStatus.ERROR,
                 f"VERL_HOME {home} does not exist in {self.target.name}",
-                f"mount a verl checkout at {home} or set VERL_HOME",
+                Say("{how} or set {v}", v=setting("VERL_HOME"),
+                    how=f"clone verl to {home} on this machine (git clone https://github.com/verl-project/verl)"
+                    if self._on_host() else f"mount a verl checkout at {home} (docker run -v HOST_DIR:{home})"),
             )
             return
         version_file = posixpath.join(home, "verl/version/version")
@@ -265,9 +288,12 @@ class _Preflight:
 
     async def data(self) -> None:
         items = [
-            ("MODEL_PATH", self.s.resolved_model_path(), "download the model there or set MODEL_PATH"),
-            ("TRAIN_FILE", self.s.resolved_train_file(), "put the training parquet there or set TRAIN_FILE"),
-            ("VAL_FILE", self.s.resolved_val_file(), "put the validation parquet there or set VAL_FILE"),
+            ("MODEL_PATH", self.s.resolved_model_path(),
+             Say("download the model there or set {v}", v=setting("MODEL_PATH", "model_path"))),
+            ("TRAIN_FILE", self.s.resolved_train_file(),
+             Say("put the training parquet there or set {v}", v=setting("TRAIN_FILE", "train_file"))),
+            ("VAL_FILE", self.s.resolved_val_file(),
+             Say("put the validation parquet there or set {v}", v=setting("VAL_FILE", "val_file"))),
         ]
         found = await self.target.paths_exist([p for _, p, _ in items])
         for name, path, fix in items:
@@ -293,11 +319,12 @@ class _Preflight:
             return
         free = int(fields[3]) * 1024
         detail = f"{free / GIB:.1f} GiB free at {where} (checkpoints: {ckpt})"
-        fix = "free space or point CKPT_DIR at a larger disk"
+        fix = "free space or point {v} at a larger disk"
         if free < DISK_ERROR_BYTES:
-            self.add("disk", CheckStatus.ERROR, detail, fix)
+            self.add("disk", CheckStatus.ERROR, detail, Say(fix, v=setting("CKPT_DIR")))
         elif free < DISK_WARN_BYTES:
-            self.add("disk", CheckStatus.WARNING, detail, fix + " (checkpoints of 8B+ models take tens of GiB)")
+            self.add("disk", CheckStatus.WARNING, detail,
+                     Say(fix + " (checkpoints of 8B+ models take tens of GiB)", v=setting("CKPT_DIR")))  # fmt: skip
         else:
             self.add("disk", CheckStatus.OK, detail)
 
@@ -325,9 +352,12 @@ async def detect_verl_version(target: Target, settings: TrainingSettings) -> str
     return pf.verl_version
 
 
-async def run_preflight(target: Target, settings: TrainingSettings) -> PreflightReport:
-    """Every check, one line each; stops early only when the target itself is unreachable."""
-    pf = _Preflight(target, settings)
+async def run_preflight(target: Target, settings: TrainingSettings, *, allow_no_gpus: bool = False) -> PreflightReport:
+    """Every check, one line each; stops early only when the target itself is unreachable.
+
+    ``allow_no_gpus``: no visible GPU is a warning instead of an error (the user asked for it explicitly).
+    """
+    pf = _Preflight(target, settings, allow_no_gpus)
     report = PreflightReport(target=target.name, checks=pf.checks)
     try:
         await target.ensure_running()

@@ -16,9 +16,10 @@ from verl_async_dapo.app import AppContext
 from verl_async_dapo.features import FeatureSet, parse_user_features
 from verl_async_dapo.planning import DEFAULT_PLAN_VERSION
 from verl_async_dapo.policy import AttemptConfig
-from verl_async_dapo.runs import StartResult, settings_with, start_training
+from verl_async_dapo.runs import StartResult, no_gpus_allowed, preflight, settings_with, start_training
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.verl import PlanError, PlanRequest, build_plan
+from verl_async_dapo.wording import Face
 
 
 def _env_first(ctx: AppContext, *names: str) -> str | None:
@@ -31,10 +32,17 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = {"mode": args.mode, "framework": args.framework}
     settings = settings_with(ctx, params)  # validate every variable before anything is created
-    _check_plan(settings, args.features)
+    problem = _plan_problem(settings, args.features)
+    if problem is not None:  # refused before a session exists; the target's own problems are told at the same time
+        found = []
+        if not args.skip_preflight:
+            report = await preflight(args.container, settings, allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))
+            found = [line for line in report.lines(Face.CLI) if not line.startswith("[ok]")]
+        raise sessions.UserInputError("\n".join([f"invalid training parameters: {problem}", *found]))
     sid = ctx.store.create_session()
     try:
-        await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus, session_id=sid)
+        await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
+                                        allow_no_gpus=args.allow_no_gpus, session_id=sid)  # fmt: skip
         sessions.set_proxy(
             ctx,
             args.http_proxy or _env_first(ctx, "http_proxy", "HTTP_PROXY"),
@@ -46,7 +54,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         sessions.choose_features(ctx, names, session_id=sid)
         if sessions.preconfigured_swanlab(ctx) is None:
             await _ask_swanlab(ctx, args, sid)
-        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid)
+        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
         ctx.store.abandon_session(sid)
@@ -54,17 +62,18 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     return result
 
 
-def _check_plan(settings: TrainingSettings, features: str | None) -> None:
-    """Refuse, before a session or run exists, what only the launch plan checks (e.g. ROLLOUT_TP not dividing
-    ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. Checked against
-    VERL_VERSION or the default profile; the supervisor re-plans with the version preflight detects."""
+def _plan_problem(settings: TrainingSettings, features: str | None) -> str | None:
+    """What only the launch plan checks (e.g. ROLLOUT_TP not dividing ROLLOUT_GPUS), found before a session or run
+    exists: otherwise the detached supervisor fails on it after start returned. Checked against VERL_VERSION or the
+    default profile; the supervisor re-plans with the version preflight detects."""
     choice = parse_user_features(features) if features else settings.feature_choice()
     request = PlanRequest(settings=settings, attempt=AttemptConfig(features=FeatureSet(explicit=choice)),
                           verl_version=settings.verl_version or DEFAULT_PLAN_VERSION, run_id="run_check")  # fmt: skip
     try:
         build_plan(request)
     except PlanError as exc:
-        raise sessions.UserInputError(f"invalid training parameters: {exc}") from None
+        return f"{exc}; nothing was started"
+    return None
 
 
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:

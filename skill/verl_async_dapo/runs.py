@@ -24,6 +24,7 @@ from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.errors import describe_validation_error
 from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
+from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify_tail
 from verl_async_dapo.logs.progress import parse_progress
@@ -36,6 +37,7 @@ from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy, StoreE
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
+from verl_async_dapo.wording import Face, Say, Term, Text, either, render, setting, tool
 
 logger = logging.getLogger(__name__)
 
@@ -79,18 +81,37 @@ def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer |
                          log_dir=configured.log_dir, source=configured.source)  # fmt: skip
 
 
-async def preflight(ctx: AppContext, target_name: str, params: dict[str, Any]) -> PreflightReport:
-    """The checks before a launch, against ``target_name`` with the environment's settings plus ``params``."""
-    return await run_preflight(get_target(target_name), settings_with(ctx, params))
+async def preflight(target_name: str, settings: TrainingSettings, *, allow_no_gpus: bool = False) -> PreflightReport:
+    """The checks before a launch, against the target named ``target_name`` (the faces' way to preflight)."""
+    return await run_preflight(get_target(target_name), settings, allow_no_gpus=allow_no_gpus)
+
+
+ALLOW_NO_GPUS_ENV = "VERL_ASYNC_DAPO_ALLOW_NO_GPUS"  # the server-wide form of allow_no_gpus (a CPU-only stand-in)
+
+
+def no_gpus_allowed(ctx: AppContext, explicit: bool = False) -> bool:
+    """0 GPUs is refused unless the user said so: per session (allow_no_gpus / --allow-no-gpus) or server-wide."""
+    return explicit or ctx.env.get(ALLOW_NO_GPUS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _lines(report: PreflightReport) -> Term:
+    return either("\n".join(report.lines(Face.MCP)), "\n".join(report.lines(Face.CLI)))
 
 
 async def start_training(
-    ctx: AppContext, params: dict[str, Any], *, skip_preflight: bool = False, session_id: str | None = None
+    ctx: AppContext, params: dict[str, Any], *, skip_preflight: bool = False, session_id: str | None = None,
+    face: Face = Face.MCP,
 ) -> StartResult:
-    """Preflight, freeze the session into a run, start its supervisor; returns at once."""
+    """Preflight, freeze the session into a run, start its supervisor; returns at once.
+
+    Every problem found before the launch is reported in one refusal: the preflight's errors together with a plan
+    that cannot be built (e.g. a tensor-parallel size that does not divide the GPUs), so a user fixes them in one go
+    instead of meeting them one per attempt.
+    """
     sid = session_id or ctx.store.current_session()
     if sid is None:
-        raise UserInputError("no session yet: call list_containers, then select_container")
+        raise UserInputError(Say("no session yet: {how}", how=Term(mcp="call list_containers, then select_container",
+                                                               cli=tool("start_training").cli)))  # fmt: skip
     answers = ctx.store.answers(sid)
     run = ctx.store.run_for_session(sid)
     check_start_allowed({Question(k): v for k, v in answers.items()}, preconfigured_swanlab(ctx) is not None,
@@ -100,9 +121,7 @@ async def start_training(
     target = get_target(container.name)
     report: PreflightReport | None = None
     if not skip_preflight:
-        report = await run_preflight(target, settings)
-        if not report.ok:
-            raise UserInputError("preflight failed, nothing was started:\n" + "\n".join(report.lines()))
+        report = await run_preflight(target, settings, allow_no_gpus=no_gpus_allowed(ctx, container.allow_no_gpus))
     version = settings.verl_version or (report.verl_version if report else None)
     if not version and report is None:  # --skip-preflight skips the checks, not the version read
         try:
@@ -110,7 +129,8 @@ async def start_training(
         except TargetError as exc:
             raise UserInputError(f"could not read the verl version in {container.name}: {exc}") from None
     if not version:
-        raise UserInputError("could not detect the verl version in the target; set VERL_VERSION (e.g. 0.9.1)")
+        raise UserInputError(Say("could not detect the verl version in the target; set {v} (e.g. 0.9.1)",
+                                 v=setting("VERL_VERSION")))  # fmt: skip
     experiment = settings.experiment_name or time.strftime("dapo-%Y%m%d-%H%M%S")
     spec_without_dir = dict(
         target=container.name, target_kind=container.kind, settings=settings.model_dump(mode="json"),
@@ -118,15 +138,25 @@ async def start_training(
         proxy=ProxyAnswer.model_validate(answers[Question.PROXY.value]), swanlab=_swanlab_answer(ctx, answers),
         experiment_name=experiment,
     )  # fmt: skip
+    run_id = new_id("run")
+    plan_problem: str | None = None
+    spec: RunSpec | None = None
+    if version:  # the supervisor builds this same plan: refuse an unplannable run here, before it exists
+        spec = RunSpec(run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}", **spec_without_dir)
+        try:
+            plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
+        except PlanError as exc:
+            plan_problem = str(exc)
+    if report is not None and not report.ok:
+        plan_line = f"\n[error] plan: {plan_problem}" if plan_problem else ""
+        raise UserInputError(Say("preflight failed, nothing was started:\n{lines}{plan}", lines=_lines(report),
+                                 plan=plan_line))  # fmt: skip
+    if plan_problem is not None or spec is None:
+        raise UserInputError(f"cannot plan this run, nothing was started: {plan_problem}")
     busy = ctx.store.active_runs_on(container.name)
     if busy and not container.allow_shared_gpus:
-        raise UserInputError(f"{container.name} is busy with run {busy[0]}; stop it first or choose another target")
-    run_id = new_id("run")
-    spec = RunSpec(run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}", **spec_without_dir)
-    try:  # the supervisor builds this same plan: refuse an unplannable run here, before it exists
-        plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
-    except PlanError as exc:
-        raise UserInputError(f"cannot plan this run, nothing was started: {exc}") from None
+        raise UserInputError(Say("{name} is busy with run {run}; stop it first ({stop}) or choose another target",
+                                 name=container.name, run=busy[0], stop=tool("stop_training")))  # fmt: skip
     try:
         ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
     except StoreError as exc:
@@ -138,7 +168,7 @@ async def start_training(
     return StartResult(
         run_id=run_id, status=ctx.store.run(run_id).status, target=container.name,  # type: ignore[union-attr]
         mode=settings.mode.value, framework=settings.framework.value, verl_version=version,
-        features=[f.value for f in features], swanlab_url=url, swanlab_note=_link_note(ctx, spec, url),
+        features=[f.value for f in features], swanlab_url=url, swanlab_note=render(_link_note(ctx, spec, url), face),
         preflight=report.lines() if report else [], monitor_commands=monitor_commands(spec),
     )  # fmt: skip
 
@@ -167,7 +197,7 @@ async def _wait_for_link(ctx: AppContext, run_id: str) -> str | None:
     return None
 
 
-def _link_note(ctx: AppContext, spec: RunSpec, url: str | None) -> str | None:
+def _link_note(ctx: AppContext, spec: RunSpec, url: str | None) -> Text | None:
     if spec.swanlab is None or spec.swanlab.mode == "disabled":
         return "SwanLab is disabled for this run"
     if url:
@@ -177,7 +207,8 @@ def _link_note(ctx: AppContext, spec: RunSpec, url: str | None) -> str | None:
             swanlab_cfg.SwanlabConfig(mode=swanlab_cfg.SwanlabMode.LOCAL, log_dir=spec.swanlab.log_dir,
                                       source="session"), None)  # fmt: skip
         return f"local mode: view it with `{cfg}` inside the target"
-    return "the SwanLab link appears once verl has started (usually within a minute): call get_progress"
+    return Say("the SwanLab link appears once verl has started (usually within a minute): {how}",
+               how=Term(mcp="call get_progress", cli="`verl-async-dapo status` shows it"))  # fmt: skip
 
 
 def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
@@ -250,16 +281,21 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
     if run_id is not None:
         if not run_id.startswith("run_") or len(run_id) > 64:
-            raise UserInputError(f"{run_id[:40]!r} is not a run id; call get_session or `verl-async-dapo runs`")
+            raise UserInputError(Say("{rid!r} is not a run id (run_…); {how}", rid=run_id[:40],
+                                     how=Term(mcp="get_progress without run_id shows the latest run's id",
+                                              cli="`verl-async-dapo runs` lists them")))  # fmt: skip
         row = ctx.store.run(run_id)
         if row is None:
-            raise UserInputError(f"unknown run {run_id!r}; list runs with `verl-async-dapo runs`")
+            raise UserInputError(Say("unknown run {rid!r}; {how}", rid=run_id,
+                                     how=Term(mcp="get_progress without run_id shows the latest run's id",
+                                              cli="`verl-async-dapo runs` lists them")))  # fmt: skip
         return row
     sid = ctx.store.current_session()
     row = ctx.store.run_for_session(sid) if sid else None
     row = row or ctx.store.latest_run()
     if row is None:
-        raise UserInputError("no run yet: answer the questions, then call start_training")
+        raise UserInputError(Say("no run yet: {how}", how=Term(mcp="answer the questions, then call start_training",
+                                                           cli="start one with " + tool("start_training").cli)))  # fmt: skip
     return row
 
 
@@ -295,19 +331,21 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
         "swanlab_url": run.swanlab_url,
-        "as_of": run.progress_at, "final_reason": run.final_reason, "suggestions": run.suggestions,
+        "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
     }  # fmt: skip
 
 
 async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:
-    """The last ``max_bytes`` of the run's current attempt log (None before any attempt started)."""
+    """At most the last ``max_bytes`` of the run's current attempt log, from a whole line on (None before any
+    attempt started)."""
     run = resolve_run(ctx, run_id)
     attempts = ctx.store.attempts(run.id)
     job = attempts[-1].job if attempts else None
     if job is None:
         return run, None
     handle = JobHandle(**job)
-    return run, await get_target(handle.target).read_tail(handle.log_path, max_bytes)
+    # One byte more than shown: it tells whether the window already starts right after a newline.
+    return run, from_whole_line(await get_target(handle.target).read_tail(handle.log_path, max_bytes + 1), max_bytes)
 
 
 async def _job_ended(handle: JobHandle) -> bool:
@@ -413,9 +451,25 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
     return {"run_id": run.id, "status": "stopping", "message": "stop requested; the supervisor is ending the job"}
 
 
+def run_to_stop(ctx: AppContext, run_id: str | None) -> RunRow:
+    """The run a stop without an id means: the only active one. Several active: refused, naming them."""
+    if run_id is not None:
+        return resolve_run(ctx, run_id)
+    active = [r for r in ctx.store.runs(200) if r.status in ACTIVE_RUN_STATUSES]
+    if len(active) > 1:
+        raise UserInputError(Say("{n} runs are active ({ids}); name the one to stop: {how}", n=len(active),
+                                 ids=", ".join(f"{r.id} on {r.target}" for r in active),
+                                 how=Term(mcp="stop_training with run_id", cli="`verl-async-dapo stop RUN_ID`")))  # fmt: skip
+    return active[0] if active else resolve_run(ctx, None)
+
+
 def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
     rows = ctx.store.runs(limit)
     for row in rows:
         heal(ctx, row)
-    return [{"run_id": r.id, "status": r.status, "target": r.target, "created_at": r.created_at,
+    now = time.time()
+    # ISO 8601 (UTC) for people and tools alike; the duration runs to now while a run is active.
+    return [{"run_id": r.id, "status": r.status, "target": r.target, "started_at": iso_time(r.created_at),
+             "ended_at": iso_time(r.ended_at), "duration_seconds": round((r.ended_at or now) - r.created_at, 1),
              "attempts": len(ctx.store.attempts(r.id)), "swanlab_url": r.swanlab_url} for r in rows]  # fmt: skip
+

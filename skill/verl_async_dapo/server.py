@@ -33,6 +33,7 @@ from verl_async_dapo.server_app import (
     tool,
     visible,
 )
+from verl_async_dapo.server_menu import container_menu
 
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
@@ -70,10 +71,12 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     containers = [wire.ContainerOut(name=t.name, kind=t.kind.value, state=t.state, image=t.image, gpus=t.gpus,
                                managed=t.managed, note=t.note) for t in targets]  # fmt: skip
     docker_note = next((c.note for c in containers if c.kind == "host" and c.note), None)
-    menu_zh, menu_en = wire.container_menu(containers)
+    menu_zh, menu_en = container_menu(containers, can_create=docker_note is None)
+    create = wire.CreateOption(how="select_container with create={name, image, gpus, shm_size, mounts}; the image "
+                                   "must be on this machine already (docker pull IMAGE first)")  # fmt: skip
     return wire.ContainersOut(
         containers=containers,
-        create_new=wire.CreateOption(how="select_container with create={name, image, gpus, shm_size, mounts}"),
+        create_new=None if docker_note else create,
         docker_note=docker_note, menu_zh=menu_zh, menu_en=menu_en, session=_session(view),
     )  # fmt: skip
 
@@ -104,6 +107,7 @@ async def select_container(
     create: wire.CreateArg = None,
     allow_shared_gpus: wire.AllowSharedGpus = False,
     confirm_mounts: wire.ConfirmMountsArg = False,
+    allow_no_gpus: wire.AllowNoGpus = False,
 ) -> wire.SessionOut:
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
@@ -121,7 +125,8 @@ async def select_container(
         raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
     with service_errors(app):
         view = await off_loop(sessions.select_container, app, name, create.to_spec() if create else None,
-                              allow_shared_gpus=allow_shared_gpus, mounts_confirmed=confirmed)  # fmt: skip
+                              allow_shared_gpus=allow_shared_gpus, mounts_confirmed=confirmed,
+                              allow_no_gpus=allow_no_gpus)  # fmt: skip
     return _session(view)
 
 
@@ -165,8 +170,8 @@ async def _ask_swanlab_key(
 ) -> Elicit[wire.SwanlabKeyForm] | NotAsked:
     """Ask the user for the key in the client's form, so it never passes through the model."""
     app = app_of(ctx)
-    if api_key or (mode or "cloud") != "cloud":
-        return NotAsked("not_needed")
+    if api_key or (mode or "cloud") != "cloud" or (mode is None and host is None):
+        return NotAsked("not_needed")  # no mode and no host: a call that reports the current setting
     with service_errors(app):
         is_open = await off_loop(sessions.swanlab_question_open, app)
         preconfigured = sessions.preconfigured_swanlab(app) is not None
@@ -202,9 +207,11 @@ async def configure_swanlab(
     elif not isinstance(key_answer, AcceptedElicitation):
         raise ToolError("the user declined to enter the SwanLab API key; nothing was changed. Other choices: "
                         "mode local (files only) or disabled, or the key as api_key")  # fmt: skip
-    if mode is None and host is None and api_key is None and configured is not None:
-        return wire.SwanlabOut(already_configured=True, configured_from=configured.source, changed=False,
-                               setting=configured.describe(), key_from="none", session=_session(view))  # fmt: skip
+    if mode is None and host is None and api_key is None and log_dir is None and not save:  # report, change nothing
+        with service_errors(app):
+            source, setting = await off_loop(sessions.swanlab_setting, app, view)
+        return wire.SwanlabOut(already_configured=configured is not None, configured_from=source, changed=False,
+                               setting=setting, key_from="none", session=_session(view))  # fmt: skip
     if (mode or "cloud") == "cloud" and api_key is None and await off_loop(sessions.swanlab_question_open, app):
         raise ToolError(
             "SwanLab cloud mode needs an API key and this client cannot show the user a form for it: "

@@ -185,6 +185,11 @@ CreateArg = Annotated[CreateContainerIn | None, Field(description="Create (and s
 AllowSharedGpus = Annotated[
     bool, Field(description="Accept a target where another run of this tool is training (shares its GPUs)")
 ]
+AllowNoGpus = Annotated[
+    bool,
+    Field(description="Accept a target where no GPU is visible (training needs GPUs: only when the user explicitly "
+                      "wants to run without, e.g. a CPU-only test); otherwise preflight refuses it"),
+]
 ConfirmArg = Annotated[
     bool, Field(description="The user confirmed stopping; needed only when the client cannot show a form")
 ]
@@ -228,6 +233,7 @@ class SessionOut(_Out):
     swanlab_preconfigured: bool = Field(description="SwanLab is set by the environment or the config file")
     swanlab_source: str | None = Field(None, description="env or config_file when preconfigured")
     run_id: str | None = Field(None, description="The run started from this session, if any")
+    features: list[str] | None = Field(None, description="Effective features of the first attempt (after question 3)")
 
 
 class ContainerOut(_Out):
@@ -247,7 +253,9 @@ class CreateOption(_Out):
 
 class ContainersOut(_Out):
     containers: list[ContainerOut] = Field(description="Existing containers, then the host target")
-    create_new: CreateOption
+    create_new: CreateOption | None = Field(
+        None, description="How to create a new container; absent when Docker is unreachable (see docker_note)"
+    )
     docker_note: str | None = Field(None, description="Set when Docker is not reachable: the cause and the fix")
     menu_zh: str = Field(description="The original skill's container question, numbered as in the original")
     menu_en: str = Field(description="The same menu in English")
@@ -322,7 +330,7 @@ class ProgressOut(_Out):
         "steps lost (global_step_4 was saved)' when the checkpoint tracker was never written (verl #7952)",
     )  # fmt: skip
     swanlab_url: str | None = None
-    as_of: float | None = Field(None, description="Unix time of the progress reading")
+    as_of: str | None = Field(None, description="When the progress was read (ISO 8601, UTC), e.g. 2026-12-01T12:03:28Z")
     final_reason: str | None = None
     suggestions: list[str] = []
 
@@ -420,36 +428,6 @@ Then call `start_training`. Give the user the SwanLab link and the monitor comma
 report only when something goes wrong (OOM the supervisor could not fix, a crash, a configuration error).
 When the user asks how it is going, call `get_progress`; for failures, `check_errors`.
 """
-
-_STATE_ZH = {
-    "running": "运行中",
-    "exited": "已停止",
-    "created": "已创建",
-    "paused": "已暂停",
-    "restarting": "重启中",
-    "dead": "已失效",
-    "removing": "删除中",
-}
-
-
-def container_menu(containers: list[ContainerOut]) -> tuple[str, str]:
-    """The original skill's numbered container question, with the host and "create new" added."""
-    zh, en = ["检测到以下容器："], ["Containers found:"]
-    for i, c in enumerate(containers, 1):
-        if c.kind == "host":
-            zh.append(f"  [{i}] host (本机，不使用容器)")
-            en.append(f"  [{i}] host (this machine, no container)")
-        else:
-            zh.append(f"  [{i}] {c.name} ({_STATE_ZH.get(c.state, c.state)})")
-            en.append(f"  [{i}] {c.name} ({c.state})")
-    n = len(containers) + 1
-    zh.append(f"  [{n}] 创建新容器")
-    en.append(f"  [{n}] create a new container")
-    choices = "/".join(str(i) for i in range(1, n + 1))
-    zh += ["", f"请选择容器 ({choices}):"]
-    en += ["", f"Choose a container ({choices}):"]
-    return "\n".join(zh), "\n".join(en)
-
 
 def log_resource_text(run_id: str, fenced_log: str | None, status: str) -> str:
     if fenced_log is None:

@@ -23,7 +23,7 @@ from verl_async_dapo.answers import (
 )
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.exceptions import UserInputError
-from verl_async_dapo.features import FeatureError
+from verl_async_dapo.features import FeatureError, FeatureSet
 from verl_async_dapo.flow import (
     PROMPTS,
     FlowError,
@@ -38,6 +38,7 @@ from verl_async_dapo.targets import mounts
 from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
 from verl_async_dapo.targets.registry import list_targets as list_all_targets
+from verl_async_dapo.wording import Say, Term, flag, tool
 
 
 class SessionView(BaseModel):
@@ -52,6 +53,7 @@ class SessionView(BaseModel):
     swanlab_source: str | None = None
     run_id: str | None = None
     latest_run_id: str | None = None  # the newest run of any session, e.g. one that just finished
+    features: list[str] | None = None  # the effective features of the first attempt, once question 3 is answered
 
 
 RUN_TO_SESSION_STATE = {
@@ -96,7 +98,9 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
             latest_run_id=_latest_run_id(ctx),
         )  # fmt: skip
     if not ctx.store.session_exists(sid):
-        raise UserInputError(f"unknown session {sid[:40]!r}; call get_session without an id for the current one")
+        raise UserInputError(Say("unknown session {sid!r}; {how}", sid=sid[:40],
+                                 how=Term(mcp="call get_session without an id for the current one",
+                                          cli="`verl-async-dapo runs` lists the runs")))  # fmt: skip
     answered = _answered(ctx, sid)
     run_state, run_id = _run_state(ctx, sid)
     pending = None if run_state else next_question(answered, configured is not None)
@@ -112,12 +116,38 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
         swanlab_source=configured.source if configured else None,
         run_id=run_id,
         latest_run_id=_latest_run_id(ctx),
+        features=_effective_features(answered.get(Question.FEATURES)),
     )
+
+
+def _effective_features(answer: Any) -> list[str] | None:
+    """What the user's choice comes to (their explicit ones + the default performance features they kept), so the
+    agent can echo it instead of guessing how "default" or "no_flash_attn" resolve."""
+    if answer is None:
+        return None
+    return [f.value for f in FeatureSet(explicit=FeaturesAnswer.model_validate(answer).choice()).effective]
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:
     latest = ctx.store.latest_run()
     return latest.id if latest else None
+
+
+def swanlab_setting(ctx: AppContext, current: SessionView) -> tuple[str | None, str]:
+    """(where it comes from, one line without the key): this session's answer wins over the environment and the
+    config file, as it does at start."""
+    answer = current.answers.get(Question.SWANLAB.value)
+    if answer is not None:
+        a = SwanlabAnswer.model_validate(answer)
+        where = f" at {a.host or swanlab_cfg.PUBLIC_WEB_HOST}" if a.mode == "cloud" else ""
+        key = "; key set" if a.key_ref else ""
+        log_dir = f"; log dir {a.log_dir}" if a.log_dir else ""
+        return "session", f"{a.mode}{where}{key}{log_dir} (from this session's answer)"
+    configured = preconfigured_swanlab(ctx)
+    if configured is not None:
+        return configured.source, configured.describe()
+    return None, ("not configured: pass host (a form asks for the key; api_key where the client has no forms), "
+                  "or mode local / disabled")  # fmt: skip
 
 
 def swanlab_question_open(ctx: AppContext) -> bool:
@@ -153,6 +183,7 @@ async def select_container(
     *,
     allow_shared_gpus: bool = False,
     mounts_confirmed: bool = False,
+    allow_no_gpus: bool = False,
     session_id: str | None = None,
 ) -> SessionView:
     """Question 1: an existing container, the host, or a new container (``create``).
@@ -179,6 +210,11 @@ async def select_container(
         else:
             check_answer_allowed(Question.CONTAINER, _answered(ctx, sid), preconfigured_swanlab(ctx) is not None,
                                  run_state)  # fmt: skip
+    if create is not None and create.gpus == "none" and not allow_no_gpus:  # refused before anything is created
+        raise UserInputError(Say(
+            "a container created with gpus='none' cannot train: verl needs GPUs. Create it with gpus 'all' (or device "
+            "ids such as '0,1'), or pass {allow} only if the user explicitly wants a container without GPUs",
+            allow=flag("allow_no_gpus")))  # fmt: skip
     try:
         if create is not None:
             info = await create_container(create)
@@ -191,11 +227,12 @@ async def select_container(
         raise UserInputError(str(exc)) from exc
     busy = [r for r in ctx.store.active_runs_on(info.name)]
     if busy and not allow_shared_gpus:
-        raise UserInputError(
-            f"{info.name} is busy: run {busy[0]} is training there and holds its GPUs. Stop it with stop_training, "
-            "choose another container, or pass allow_shared_gpus=true if the user explicitly wants both"
-        )
-    answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus)
+        raise UserInputError(Say(
+            "{name} is busy: run {run} is training there and holds its GPUs. Stop it with {stop}, choose another "
+            "container, or pass {allow} if the user explicitly wants both",
+            name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus")))  # fmt: skip
+    answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus,
+                             allow_no_gpus=allow_no_gpus)  # fmt: skip
     sid = sid or ctx.store.create_session()
     ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
     return view(ctx, sid)

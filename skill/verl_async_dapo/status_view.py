@@ -108,3 +108,27 @@ async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:
             print("\n" + render_status(progress) if tty else render_status(progress))
             return 0 if progress["status"] == "succeeded" else 1
         await anyio.sleep(max(0.2, interval))
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+def render_runs(rows: list[dict[str, Any]]) -> str:
+    """`verl-async-dapo runs`: newest first, one line each, under a header."""
+    if not rows:
+        return "no runs yet: start one with `verl-async-dapo start --container NAME`"
+    header = ("RUN", "STATUS", "TARGET", "STARTED (UTC)", "DURATION", "ATTEMPTS")
+    body = [(r["run_id"], r["status"], r["target"], (r["started_at"] or "?").replace("T", " ").removesuffix("Z"),
+             _duration(r["duration_seconds"]), str(r["attempts"])) for r in rows]  # fmt: skip
+    return _table(header, body)
+
+
+def render_targets(rows: list[dict[str, Any]]) -> str:
+    """`verl-async-dapo containers`: the choices `start --container` takes."""
+    header = ("NAME", "KIND", "STATE", "IMAGE", "GPUS")
+    body = [(r["name"], r["kind"], r["state"], r["image"] or "-", r["gpus"] or "-") for r in rows]
+    notes = [f"note: {r['note']}" for r in rows if r.get("note")]
+    return "\n".join([_table(header, body), *notes])

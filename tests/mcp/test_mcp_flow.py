@@ -138,7 +138,9 @@ async def test_without_docker_the_host_is_offered_with_the_reason(
         assert [x["name"] for x in listing["containers"]] == ["host"]
         assert listing["docker_note"] and "Docker is not reachable" in listing["docker_note"]
         assert "DOCKER_HOST" in listing["docker_note"] or "systemctl" in listing["docker_note"]
-        assert listing["menu_zh"].splitlines()[1:3] == ["  [1] host (本机，不使用容器)", "  [2] 创建新容器"]
+        # Nothing can be created without Docker: no "create new" choice, in the menu or the structured answer.
+        assert listing["menu_zh"].splitlines()[1:] == ["  [1] host (本机，不使用容器)", "", "请选择容器 (1):"]
+        assert "create a new container" not in listing["menu_en"] and listing.get("create_new") is None
         s = await ok(c, "select_container", {"name": "host"})  # the host works without Docker
         assert s["next_question"] == "proxy"
 

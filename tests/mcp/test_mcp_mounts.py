@@ -35,7 +35,9 @@ def docker_socket_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def _create(mounts: dict[str, str], **extra: Any) -> dict[str, Any]:
-    return {"create": {"name": "vad-mount-test", "image": MISSING_IMAGE, "gpus": "none", "mounts": mounts, **extra}}
+    # gpus "none" (this machine has none) needs allow_no_gpus; what these tests look at is the mount review.
+    return {"create": {"name": "vad-mount-test", "image": MISSING_IMAGE, "gpus": "none", "mounts": mounts, **extra},
+            "allow_no_gpus": True}  # fmt: skip
 
 
 @pytest.mark.parametrize("host", ["/", "/etc", "/etc/ssl", "/run", "/var/run", "/proc", "/sys", "/boot", "/root",

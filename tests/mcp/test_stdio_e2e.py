@@ -59,7 +59,8 @@ async def setup_and_start(c: Client, container_name: str) -> dict[str, Any]:
     listing = await ok(c, "list_containers")
     assert container_name in [x["name"] for x in listing["containers"]]
     assert listing["docker_note"] is None
-    await ok(c, "select_container", {"name": container_name})
+    # The test image has no GPUs (the stand-in needs none): allowed explicitly, as a user would have to.
+    await ok(c, "select_container", {"name": container_name, "allow_no_gpus": True})
     await ok(c, "set_proxy", {"http_proxy": "无"})
     await ok(c, "choose_features", {"names": ["default"]})
     ready = await ok(c, "configure_swanlab", {"mode": "disabled"})

@@ -38,6 +38,7 @@ INHERITED = (
     "DOCKER_CONFIG",
     "DOCKER_CERT_PATH",
     "DOCKER_TLS_VERIFY",
+    "VERL_ASYNC_DAPO_ALLOW_NO_GPUS",  # the test image has no GPUs (tests/conftest.py allows it explicitly)
 )
 ACTIVE = {"starting", "running", "retrying"}
 FINAL = {"succeeded", "failed", "stopped"}

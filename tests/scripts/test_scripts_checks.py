@@ -157,6 +157,23 @@ def help_env(tmp_path: Path) -> dict[str, str]:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_missing_container_names_the_variable_and_lists_the_targets(scripts: ScriptRunner, script: str) -> None:
+    names = scripts.cli("containers", "--names").stdout.split()
+    assert "host" in names and scripts.container_name in names, names
+    if "jins" in names:
+        pytest.skip("a container named jins (the default) exists on this machine")
+    unset = {k: v for k, v in scripts.env.items() if k != "CONTAINER"}
+    result = run_plain(script, [], unset)
+    assert result.returncode == 1, result.describe()
+    assert "CONTAINER is not set and the default container 'jins' does not exist; set CONTAINER to one of: " in (
+        result.stderr), result.describe()  # fmt: skip
+    assert scripts.container_name in result.stderr and " host " in result.stderr
+    wrong = run_plain(script, [], {**scripts.env, "CONTAINER": "vad-no-such-target"})
+    assert wrong.returncode == 1 and "CONTAINER=vad-no-such-target: no such target; existing: host" in wrong.stderr
+    assert scripts.store_counts() == (0, 0)  # nothing was started or even asked
+
+
 def run_plain(script: str, args: list[str], env: dict[str, str]) -> ScriptResult:
     argv = ["bash", str(SCRIPTS_DIR / script), *args]
     proc = subprocess.run(argv, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=30, check=False,

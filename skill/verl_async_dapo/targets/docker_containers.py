@@ -274,7 +274,7 @@ def _start_sync(container: Container, timeout: float) -> None:
                 text = _short(exc)
                 hint = (
                     " This Docker Engine cannot give containers GPUs: install the NVIDIA Container Toolkit "
-                    "(and restart dockerd), or create the container with gpus='none'."
+                    "(and restart dockerd). (Only to run without GPUs: gpus='none' with allow_no_gpus.)"
                     if "device driver" in text or "gpu" in text.lower() or "nvidia" in text.lower()
                     else ""
                 )
