@@ -13,6 +13,10 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from verl_async_dapo.features import FeatureChoice
+from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
+from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV
+from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError
 from verl_async_dapo.targets.ray import RayTarget
@@ -25,7 +29,6 @@ from verl_async_dapo.verl.versions import VerlVersion, VersionError
 GIB = 1 << 30
 DISK_WARN_BYTES = 50 * GIB
 DISK_ERROR_BYTES = 5 * GIB
-GPU_BUSY_FRACTION = 0.10  # memory already used on a GPU before we start: someone else is there
 # Ray CPUs verl's driver-side runner actor requests (verl.md §4): OneStepTaskRunner num_cpus=10.
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
 
@@ -59,6 +62,7 @@ class PreflightReport:
     target: str
     checks: list[Check] = field(default_factory=list)
     verl_version: str | None = None  # as detected inside the target
+    memory: MemoryResult | None = None  # the GPU-memory fit and its fix (None: no GPUs seen, or a Ray target)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +88,7 @@ class PreflightReport:
             "ok": self.ok,
             "verl_version": self.verl_version,
             "checks": [{**asdict(c), "status": c.status.value} for c in self.checks],
+            "memory": self.memory.to_dict() if self.memory else None,
         }
 
 
@@ -114,9 +119,11 @@ def entry_files(verl_home: str, mode: Mode, version: str | None) -> tuple[list[s
 class _Preflight:
     """One run: holds the target, the settings and what earlier checks found out."""
 
-    def __init__(self, target: Target, settings: TrainingSettings) -> None:
+    def __init__(self, target: Target, settings: TrainingSettings, features: FeatureChoice | None = None) -> None:
         self.target = target
         self.s = settings
+        self.features = features  # the session's answer; None = USER_FEATURES / ENABLE_OFFLOAD
+        self.memory: MemoryResult | None = None
         self.checks: list[Check] = []
         self.has_python = False
         self.verl_version: str | None = None
@@ -144,8 +151,7 @@ class _Preflight:
             self.add("python3", CheckStatus.ERROR, f"python3 failed: {_first(res.stderr)}", "repair the Python install")
 
     async def gpus(self) -> None:
-        query = ["nvidia-smi", "--query-gpu=index,memory.total,memory.used", "--format=csv,noheader"]
-        res = await self.target.run(query, timeout=30)
+        res = await self.target.run(list(GPU_QUERY_ARGV), timeout=30)
         need = self.s.required_gpus()
         if res.exit_code == COMMAND_NOT_FOUND:
             self.add(
@@ -163,9 +169,12 @@ class _Preflight:
                 "check the NVIDIA driver and the container's GPU access",
             )
             return
-        rows = [[p.strip() for p in line.split(",")] for line in res.stdout.splitlines() if line.strip()]
-        count = len(rows)
-        busy = [r[0] for r in rows if len(r) == 3 and _busy(r[1], r[2])]
+        try:
+            found = parse_gpu_csv(res.stdout)
+        except NvidiaSmiError as exc:
+            self.add("gpus", CheckStatus.WARNING, f"cannot read nvidia-smi's output: {exc}")
+            return
+        count = len(found)
         if count < need:
             self.add(
                 "gpus",
@@ -173,15 +182,12 @@ class _Preflight:
                 f"{count} GPU(s) visible, {need} required ({self.s.mode.value})",
                 "lower TRAINER_GPUS/ROLLOUT_GPUS/N_GPUS or pick a target with more GPUs",
             )
-        else:
-            self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
-        if busy:
-            self.add(
-                "gpu memory",
-                CheckStatus.WARNING,
-                f"GPU(s) {', '.join(busy)} already have memory in use",
-                "another job may be running there; stop it or expect out-of-memory errors",
-            )
+            return
+        self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
+        memory = await memory_checks(self.target, self.s, found, self.features)
+        self.memory = memory
+        for name, status, detail, fix in memory.checks:
+            self.add(name, CheckStatus(status), detail, fix)
 
     async def ray_gpus(self) -> None:
         """A Ray cluster: GPUs from Ray's own resource table (nvidia-smi on the head says nothing of workers)."""
@@ -306,17 +312,11 @@ def _first(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
 
 
-def _busy(total: str, used: str) -> bool:
-    """'81920 MiB', '1 MiB' (nvidia-smi csv with units)."""
-    try:
-        return float(used.split()[0]) > GPU_BUSY_FRACTION * float(total.split()[0])
-    except ValueError:
-        return False
-
-
-async def run_preflight(target: Target, settings: TrainingSettings) -> PreflightReport:
+async def run_preflight(
+    target: Target, settings: TrainingSettings, features: FeatureChoice | None = None
+) -> PreflightReport:
     """Every check, one line each; stops early only when the target itself is unreachable."""
-    pf = _Preflight(target, settings)
+    pf = _Preflight(target, settings, features)
     report = PreflightReport(target=target.name, checks=pf.checks)
     try:
         await target.ensure_running()
@@ -337,4 +337,5 @@ async def run_preflight(target: Target, settings: TrainingSettings) -> Preflight
     await pf.guarded("data", pf.data)
     await pf.guarded("disk", pf.disk)
     report.verl_version = pf.verl_version
+    report.memory = pf.memory
     return report

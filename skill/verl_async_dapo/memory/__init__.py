@@ -14,6 +14,7 @@ from verl_async_dapo.memory.estimate import (
     ShapeError,
     estimate_from_settings,
     estimate_memory,
+    propose_features,
 )
 from verl_async_dapo.memory.fit import FitReport, GpuFit, check_fit
 from verl_async_dapo.memory.gpus import ComputeApp, GpuMemory, NvidiaSmiError, parse_apps_csv, parse_gpu_csv
@@ -33,4 +34,5 @@ __all__ = [
     "estimate_memory",
     "parse_apps_csv",
     "parse_gpu_csv",
+    "propose_features",
 ]

@@ -263,3 +263,34 @@ def estimate_from_settings(
         gradient_checkpointing="gradient_checkpointing" in effective, recompute="recompute" in effective,
         tp=tp, pp=pp, rollout_tp=settings.rollout_tp,
     ))  # fmt: skip
+
+
+# The memory features the estimate proposes before a first launch, in the OOM ladder's order.
+PROPOSAL_ORDER = ("offload", "recompute")
+
+
+def propose_features(
+    settings: Any, shape: ModelShape, effective: set[str] | frozenset[str], disabled: set[str] | frozenset[str],
+    *, budget_gib: float, gpu_total_gib: float | None, rollout_util: float | None = None,
+) -> tuple[list[str], MemoryEstimate]:
+    """Memory features to add so the estimated peak fits ``budget_gib`` (what other processes leave per GPU).
+
+    The user's explicit choices are kept: a feature turned off (``no_offload``) is never proposed. Returns the
+    features to add (empty when it already fits, or when nothing may be added) and the estimate with them.
+    """
+    on = set(effective)
+
+    def peak(est: MemoryEstimate) -> float:
+        return est.peak_per_gpu_gib if est.peak_per_gpu_gib is not None else est.trainer_peak_gib
+
+    est = estimate_from_settings(settings, shape, on, rollout_util=rollout_util, gpu_total_gib=gpu_total_gib)
+    added: list[str] = []
+    for feature in PROPOSAL_ORDER:
+        if peak(est) <= budget_gib:
+            break
+        if feature in on or feature in disabled:
+            continue
+        on.add(feature)
+        added.append(feature)
+        est = estimate_from_settings(settings, shape, on, rollout_util=rollout_util, gpu_total_gib=gpu_total_gib)
+    return added, est
