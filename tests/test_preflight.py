@@ -27,9 +27,14 @@ STALE_DAPO_KEY = "reward_model.overlong_buffer.enable=True"  # the 0.6.x name; g
 CURRENT_DAPO_KEY = "reward.reward_kwargs.overlong_buffer_cfg.enable=True"
 DAPO_CONFIG = ("recipe/dapo/config", "dapo_trainer")
 
-# nvidia-smi stand-in: the csv the real one prints for the query preflight sends (GPU 1 is busy).
+# nvidia-smi stand-in: the csv the real one prints for the two queries preflight sends, in the format of the real
+# H200 captures in tests/memory/fixtures/ (the numbers: two 80 GB H100s; GPU 1 is busy with another process).
 FAKE_NVIDIA_SMI = b"""#!/bin/sh
-printf '0, 81559 MiB, 1 MiB\\n1, 81559 MiB, 40000 MiB\\n'
+case "$1" in
+  --query-gpu=*) printf '0, GPU-aaaa, NVIDIA H100 80GB HBM3, 81559, 1, 81007\\n1, GPU-bbbb, NVIDIA H100 80GB HBM3, 81559, 40000, 41008\\n' ;;
+  --query-compute-apps=*) printf 'GPU-bbbb, 4242, /usr/bin/python3, 39990\\n' ;;
+  *) exit 2 ;;
+esac
 """
 
 
@@ -100,10 +105,27 @@ async def test_gpu_count_against_required(docker_target: DockerTarget) -> None:
         "[error] gpus: 2 GPU(s) visible, 8 required (dapo) → lower TRAINER_GPUS/ROLLOUT_GPUS/N_GPUS or pick a target with more GPUs"
         in report.lines()
     )
-    assert by_name(report, "gpu memory").status is CheckStatus.WARNING
-    assert "GPU(s) 1 already" in by_name(report, "gpu memory").detail
     enough = await run_preflight(docker_target, settings(N_GPUS=2, MODE="dapo"))
     assert by_name(enough, "gpus").status is CheckStatus.OK
+
+
+async def test_gpu_memory_no_fit_names_the_share_and_the_process(docker_target: DockerTarget) -> None:
+    """GPU 1 has 40.0 GiB free: vLLM's 0.6 x 79.1 GiB = 47.5 GiB cannot start there; 0.45 can."""
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI, mode=0o755)
+    await provide_inputs(docker_target, "/verl")
+    report = await run_preflight(docker_target, settings(N_GPUS=2))
+    memory = by_name(report, "gpu memory")
+    assert memory.status is CheckStatus.ERROR and not report.ok
+    assert memory.detail == ("vLLM will refuse to start: it asks 0.6 x 79.1 GiB = 47.5 GiB but sees 39.0 GiB free; "
+                             "held by pid 4242 /usr/bin/python3 39.1 GiB")  # fmt: skip
+    assert memory.fix is not None and memory.fix.startswith("lower the rollout share to gpu_memory_utilization=0.45")
+    assert report.memory is not None and report.memory.fix.gpu_memory_utilization == 0.45
+    estimate = by_name(report, "memory estimate")  # config.json is "{}" here: said, not guessed
+    assert estimate.status is CheckStatus.WARNING and "no positive integer hidden_size" in estimate.detail
+    fixed = await run_preflight(docker_target, settings(N_GPUS=2, GPU_MEMORY_UTILIZATION=0.45))
+    assert by_name(fixed, "gpu memory").status is CheckStatus.WARNING  # starts; the other process is still named
+    assert "pid 4242" in by_name(fixed, "gpu memory").detail
+    assert report.to_dict()["memory"]["fit"]["suggested_util"] == 0.45
 
 
 async def test_one_step_off_module_follows_the_detected_profile(docker_target: DockerTarget) -> None:
