@@ -62,7 +62,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
-                             features=args.features, oom_step=args.oom_step)  # fmt: skip
+                             features=args.features, oom_step=args.oom_step, model_config=args.model_config,
+                             gpu_memory_gib=args.gpu_memory_gib)  # fmt: skip
     except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -215,6 +216,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-version", help="e.g. 0.6.1 or 0.9.1 (default VERL_VERSION or 0.9.1)")
     p.add_argument("--features", help="explicit features, comma-separated ('default' allowed; no_<name> turns one off)")
     p.add_argument("--oom-step", type=int, default=0, help="plan after N GPU-OOM escalations")
+    p.add_argument("--model-config", metavar="FILE", help="the model's config.json for the memory estimate "
+                   "(default: MODEL_PATH/config.json when readable here)")  # fmt: skip
+    p.add_argument("--gpu-memory-gib", type=float, help="GPU memory per GPU (CUDA's total, e.g. 139.8 for an H200) "
+                   "for the per-GPU peak including the rollout share")  # fmt: skip
     _add_json(p)
     p.set_defaults(func=cmd_plan)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from verl_async_dapo import cli
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.charts import AttemptSeries, render_png
 from verl_async_dapo.logs.series import parse_series
@@ -71,10 +72,13 @@ def test_progress_chart_greps_each_attempts_log_in_the_target(tmp_path: Path, mo
             job = {"target": "host", "job_dir": str(tmp_path / f"job{n}"), "log_path": str(log)}
             app.store.update_attempt(run_id, n, status="succeeded", job=job,
                                      decision={"changes": ["rollout util 0.6 → 0.5"]} if n == 1 else None)
-        app.store.update_run(run_id, status="succeeded")
+        app.store.update_run(run_id, status="succeeded", progress={"step": 4, "total_steps": 4, "attempt": 2})
         png, note = anyio.run(progress_chart, app, run_id)
         assert png is not None and png.startswith(PNG_MAGIC)
         assert note == "10 step(s) over 2 attempt(s)"
+        out = tmp_path / "curves.png"  # the CLI: `verl-async-dapo status RUN --plot FILE`
+        assert cli.main(["status", run_id, "--plot", str(out)]) == cli.EXIT_OK
+        assert out.read_bytes().startswith(PNG_MAGIC) and _pixels(out.read_bytes()).shape[:2] == (630, 1080)
         empty_log = tmp_path / "empty.log"
         empty_log.write_text("no metrics yet\n")
         sid2 = app.store.create_session()
@@ -85,6 +89,9 @@ def test_progress_chart_greps_each_attempts_log_in_the_target(tmp_path: Path, mo
         app.store.update_run(run2, status="failed")
         none, why = anyio.run(progress_chart, app, run2)
         assert none is None and why.startswith("no metrics line in the log yet")
+        app.store.update_run(run2, progress={"total_steps": 4, "attempt": 1})
+        assert cli.main(["status", run2, "--plot", str(tmp_path / "none.png")]) == cli.EXIT_FAIL
+        assert not (tmp_path / "none.png").exists()
     finally:
         app.close()
 
