@@ -88,10 +88,10 @@ async def memory_checks(
     target: Target, settings: TrainingSettings, gpus: list[GpuMemory], features: FeatureChoice | None
 ) -> MemoryResult:
     """The fit decision for the GPUs preflight found; every failure to look is a warning, never a crash."""
-    res = await target.run(list(APPS_QUERY_ARGV), timeout=30)
-    try:
+    try:  # who holds the GPUs only names them in the fix: without it the decision still stands
+        res = await target.run(list(APPS_QUERY_ARGV), timeout=30)
         apps = parse_apps_csv(res.stdout) if res.exit_code == 0 else []
-    except NvidiaSmiError:
+    except (TargetError, NvidiaSmiError):
         apps = []
     colocated = settings.mode is Mode.DAPO
     need = settings.required_gpus()
