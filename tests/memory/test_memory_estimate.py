@@ -152,3 +152,17 @@ def test_against_real_logs_as_documented_in_references_memory_md() -> None:
     # The H200 tiny-model runs: the 2 GiB weight-sync bucket is the term that dominates the measured peak.
     tiny = _measured("charts/fixtures/verl-0.9.1-h200-healthy-6-steps.metrics.log", "actor/perf/max_memory_allocated_gb")
     assert min(tiny) >= 2.0 and max(tiny) / 2.0 - 1 < 0.04
+
+
+def test_moe_parameter_count_and_activation_width() -> None:
+    # huggingface.co/Qwen/Qwen3-30B-A3B config.json (the fields the estimate reads)
+    moe = ModelShape.from_config({"model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48,
+                                  "vocab_size": 151936, "intermediate_size": 6144, "num_attention_heads": 32,
+                                  "num_key_value_heads": 4, "head_dim": 128, "num_experts": 128,
+                                  "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+                                  "tie_word_embeddings": False})  # fmt: skip
+    # attention 2048*4096 + 2*2048*512 + 4096*2048 + q/k norms 256; experts 128*3*2048*768 + router 2048*128; norms
+    layer = 8388608 + 2097152 + 8388608 + 256 + 603979776 + 262144 + 4096
+    assert moe.layer_params == layer == 623120640
+    assert moe.params == 48 * layer + 2 * 151936 * 2048 + 2048 == 30532122624  # Qwen3-30B-A3B: "30.5B"
+    assert moe.act_ffn_width == 8 * 768  # a token's activations go through its top-8 experts

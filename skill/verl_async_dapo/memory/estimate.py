@@ -50,6 +50,7 @@ class ModelShape:
     attention_bias: bool = False
     qk_norm: bool = False
     num_experts: int = 0  # MoE: routed experts per layer (0 = dense)
+    experts_per_token: int = 1  # MoE: routed experts each token goes through (top-k)
     moe_intermediate_size: int = 0
     shared_intermediate_size: int = 0
     model_type: str = ""
@@ -87,6 +88,7 @@ class ModelShape:
             attention_bias=bool(cfg.get("attention_bias", model_type.startswith("qwen2"))),
             qk_norm=model_type.startswith("qwen3"),
             num_experts=experts,
+            experts_per_token=int(cfg.get("num_experts_per_tok") or 1),
             moe_intermediate_size=int(cfg.get("moe_intermediate_size") or 0),
             shared_intermediate_size=int(shared),
             model_type=model_type,
@@ -119,10 +121,9 @@ class ModelShape:
 
     @property
     def act_ffn_width(self) -> int:
-        """The MLP width one token's activations see (MoE: the routed experts of one token are not known here:
-        the shared expert + one routed expert's width, per token)."""
+        """The MLP width one token's activations see (MoE: its top-k routed experts + the shared expert)."""
         if self.num_experts:
-            return self.moe_intermediate_size + self.shared_intermediate_size
+            return self.experts_per_token * self.moe_intermediate_size + self.shared_intermediate_size
         return self.intermediate_size
 
 
