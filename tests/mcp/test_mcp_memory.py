@@ -9,6 +9,7 @@ the run's curves as PNG image content.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 import time
@@ -74,6 +75,19 @@ async def wait_final(client: Client, run_id: str) -> dict[str, Any]:
             return progress
         await anyio.sleep(0.5)
     pytest.fail(f"run {run_id} did not finish")
+
+
+def test_cli_start_refuses_then_applies_the_memory_fix(busy_gpu_tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`verl-async-dapo start` (what scripts/quick_start.sh runs) takes the same decision and the same fix."""
+    from verl_async_dapo import cli
+
+    args = ["start", "--container", "host", "--swanlab-mode", "disabled", "--json"]
+    assert cli.main(args) == cli.EXIT_FAIL
+    err = capsys.readouterr().err
+    assert "vLLM will refuse to start" in err and "start --apply-memory-fix" in err
+    assert cli.main([*args, "--apply-memory-fix"]) == cli.EXIT_OK
+    started = json.loads(capsys.readouterr().out)
+    assert started["memory_fix_applied"] == {"gpu_memory_utilization": 0.5, "add_features": ["offload"]}
 
 
 async def test_no_fit_is_refused_then_the_fix_applies_and_the_chart_comes_back(
