@@ -77,7 +77,7 @@ def memory_estimate(
     import json
     from pathlib import Path
 
-    from verl_async_dapo.memory import ModelShape, estimate_from_settings
+    from verl_async_dapo.memory import ModelShape, estimate_from_settings, propose_features
 
     path = Path(model_config) if model_config else Path(settings.resolved_model_path()) / "config.json"
     try:
@@ -85,7 +85,13 @@ def memory_estimate(
     except (OSError, ValueError) as exc:
         return {"note": f"no estimate: {path}: {str(exc)[:160]} (pass --model-config FILE)"}
     util = config.tweaks.rollout_gpu_memory_utilization or settings.gpu_memory_utilization
-    estimate = estimate_from_settings(settings, shape, {f.value for f in config.features.effective},
-                                      token_budget_scale=config.tweaks.token_budget_scale, rollout_util=util,
-                                      gpu_total_gib=gpu_memory_gib)  # fmt: skip
-    return {"model_config": str(path), **estimate.to_dict()}
+    effective = {f.value for f in config.features.effective}
+    estimate = estimate_from_settings(settings, shape, effective, token_budget_scale=config.tweaks.token_budget_scale,
+                                      rollout_util=util, gpu_total_gib=gpu_memory_gib)  # fmt: skip
+    out: dict[str, Any] = {"model_config": str(path), **estimate.to_dict()}
+    if gpu_memory_gib is not None:  # a whole, empty GPU: what memory features would the first launch need?
+        added, proposed = propose_features(settings, shape, effective, {f.value for f in config.features.explicit.disabled},
+                                           budget_gib=gpu_memory_gib, gpu_total_gib=gpu_memory_gib, rollout_util=util)  # fmt: skip
+        out["proposed_features"] = added
+        out["proposed_peak_per_gpu_gib"] = round(proposed.peak_per_gpu_gib or proposed.trainer_peak_gib, 2)
+    return out
