@@ -7,6 +7,8 @@ Only numeric metrics reach the chart, so nothing a log may hold (keys, tokens, d
 
 from __future__ import annotations
 
+import importlib.util
+
 import anyio
 
 from verl_async_dapo.app import AppContext
@@ -57,6 +59,8 @@ async def progress_chart(ctx: AppContext, run_id: str | None) -> tuple[bytes | N
     points = sum(len(a.series.points) for a in drawn)
     if not points:
         return None, "; ".join(["no metrics line in the log yet (verl prints one per step)", *notes])
+    if importlib.util.find_spec("matplotlib") is None:  # a dependency, but an install may have dropped it
+        return None, "cannot draw: matplotlib is not installed (pip install matplotlib)"
     title = f"{run.id} · {run.status} · {len(drawn)} attempt(s)"
     png = await anyio.to_thread.run_sync(lambda: render_png(drawn, title=title))
     return png, "; ".join([f"{points} step(s) over {len(drawn)} attempt(s)", *notes])
