@@ -109,6 +109,18 @@ async def test_gpu_count_against_required(docker_target: DockerTarget) -> None:
     assert by_name(enough, "gpus").status is CheckStatus.OK
 
 
+async def test_gpus_without_memory_figures_are_counted_and_the_fit_not_judged(docker_target: DockerTarget) -> None:
+    na = b"""#!/bin/sh
+printf '0, GPU-aaaa, GRID A100D-40C, [N/A], [N/A], [N/A]\\n1, GPU-bbbb, GRID A100D-40C, [N/A], [N/A], [N/A]\\n'
+"""
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", na, mode=0o755)
+    report = await run_preflight(docker_target, settings(N_GPUS=2))
+    assert by_name(report, "gpus").detail == "2 GPU(s) visible, 2 required"
+    memory = by_name(report, "gpu memory")
+    assert memory.status is CheckStatus.WARNING and memory.detail.startswith("cannot judge the fit: GPU 0 reports")
+    assert report.memory is None
+
+
 async def test_gpu_memory_no_fit_names_the_share_and_the_process(docker_target: DockerTarget) -> None:
     """GPU 1 has 40.0 GiB free: vLLM's 0.6 x 79.1 GiB = 47.5 GiB cannot start there; 0.45 can."""
     await docker_target.write_file("/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI, mode=0o755)

@@ -15,7 +15,7 @@ from typing import Any
 
 from verl_async_dapo.features import FeatureChoice
 from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
-from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV
+from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
 from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError
@@ -169,12 +169,14 @@ class _Preflight:
                 "check the NVIDIA driver and the container's GPU access",
             )
             return
+        found: list[GpuMemory] | None
+        unreadable = ""
         try:
             found = parse_gpu_csv(res.stdout)
-        except NvidiaSmiError as exc:
-            self.add("gpus", CheckStatus.WARNING, f"cannot read nvidia-smi's output: {exc}")
-            return
-        count = len(found)
+            count = len(found)
+        except NvidiaSmiError as exc:  # e.g. [N/A] memory on some virtual GPUs: still count them
+            found, unreadable = None, str(exc)
+            count = sum(1 for line in res.stdout.splitlines() if line.strip()[:1].isdigit())
         if count < need:
             self.add(
                 "gpus",
@@ -184,6 +186,10 @@ class _Preflight:
             )
             return
         self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
+        if found is None:
+            self.add("gpu memory", CheckStatus.WARNING, f"cannot judge the fit: {unreadable}",
+                     "check `nvidia-smi --query-gpu=memory.free --format=csv` in the target")  # fmt: skip
+            return
         memory = await memory_checks(self.target, self.s, found, self.features)
         self.memory = memory
         for name, status, detail, fix in memory.checks:
