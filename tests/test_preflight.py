@@ -28,9 +28,14 @@ STALE_DAPO_KEY = "reward_model.overlong_buffer.enable=True"  # the 0.6.x name; g
 CURRENT_DAPO_KEY = "reward.reward_kwargs.overlong_buffer_cfg.enable=True"
 DAPO_CONFIG = ("recipe/dapo/config", "dapo_trainer")
 
-# nvidia-smi stand-in: the csv the real one prints for the query preflight sends (GPU 1 is busy).
+# nvidia-smi stand-in: the csv the real one prints for the two queries preflight sends, in the format of the real
+# H200 captures in tests/memory/fixtures/ (the numbers: two 80 GB H100s; GPU 1 is busy with another process).
 FAKE_NVIDIA_SMI = b"""#!/bin/sh
-printf '0, 81559 MiB, 1 MiB\\n1, 81559 MiB, 40000 MiB\\n'
+case "$1" in
+  --query-gpu=*) printf '0, GPU-aaaa, NVIDIA H100 80GB HBM3, 81559, 1, 81007\\n1, GPU-bbbb, NVIDIA H100 80GB HBM3, 81559, 40000, 41008\\n' ;;
+  --query-compute-apps=*) printf 'GPU-bbbb, 4242, /usr/bin/python3, 39990\\n' ;;
+  *) exit 2 ;;
+esac
 """
 # nvidia-smi on a machine whose driver sees no GPU: it answers, with no rows.
 EMPTY_NVIDIA_SMI = b"""#!/bin/sh
@@ -112,8 +117,6 @@ async def test_gpu_count_against_required(docker_target: DockerTarget) -> None:
         "target with more GPUs" in report.lines(Face.CLI)
     )
     assert "lower trainer_gpus / rollout_gpus (start_training arguments;" in by_name(report, "gpus").line()
-    assert by_name(report, "gpu memory").status is CheckStatus.WARNING
-    assert "GPU(s) 1 already" in by_name(report, "gpu memory").detail
     enough = await run_preflight(docker_target, settings(N_GPUS=2, MODE="dapo"))
     assert by_name(enough, "gpus").status is CheckStatus.OK
     # Too few GPUs is never waved through by allow_no_gpus: that allows none at all, not fewer than needed.
@@ -127,6 +130,37 @@ async def test_nvidia_smi_listing_no_gpu_is_an_error_unless_allowed(docker_targe
     assert refused.status is CheckStatus.ERROR and refused.detail == "0 GPU(s) visible, 8 required (dapo)"
     allowed = by_name(await run_preflight(docker_target, settings(), allow_no_gpus=True), "gpus")
     assert allowed.status is CheckStatus.WARNING
+
+
+async def test_gpus_without_memory_figures_are_counted_and_the_fit_not_judged(docker_target: DockerTarget) -> None:
+    na = b"""#!/bin/sh
+printf '0, GPU-aaaa, GRID A100D-40C, [N/A], [N/A], [N/A]\\n1, GPU-bbbb, GRID A100D-40C, [N/A], [N/A], [N/A]\\n'
+"""
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", na, mode=0o755)
+    report = await run_preflight(docker_target, settings(N_GPUS=2))
+    assert by_name(report, "gpus").detail == "2 GPU(s) visible, 2 required"
+    memory = by_name(report, "gpu memory")
+    assert memory.status is CheckStatus.WARNING and memory.detail.startswith("cannot judge the fit: GPU 0 reports")
+    assert report.memory is None
+
+
+async def test_gpu_memory_no_fit_names_the_share_and_the_process(docker_target: DockerTarget) -> None:
+    """GPU 1 has 40.0 GiB free: vLLM's 0.6 x 79.1 GiB = 47.5 GiB cannot start there; 0.45 can."""
+    await docker_target.write_file("/usr/local/bin/nvidia-smi", FAKE_NVIDIA_SMI, mode=0o755)
+    await provide_inputs(docker_target, "/verl")
+    report = await run_preflight(docker_target, settings(N_GPUS=2))
+    memory = by_name(report, "gpu memory")
+    assert memory.status is CheckStatus.ERROR and not report.ok
+    assert memory.detail == ("vLLM will refuse to start: it asks 0.6 x 79.1 GiB = 47.5 GiB but sees 39.0 GiB free; "
+                             "held by pid 4242 /usr/bin/python3 39.1 GiB")  # fmt: skip
+    assert memory.fix is not None and memory.fix.startswith("lower the rollout share to gpu_memory_utilization=0.45")
+    assert report.memory is not None and report.memory.fix.gpu_memory_utilization == 0.45
+    estimate = by_name(report, "memory estimate")  # config.json is "{}" here: said, not guessed
+    assert estimate.status is CheckStatus.WARNING and "no positive integer hidden_size" in estimate.detail
+    fixed = await run_preflight(docker_target, settings(N_GPUS=2, GPU_MEMORY_UTILIZATION=0.45))
+    assert by_name(fixed, "gpu memory").status is CheckStatus.WARNING  # starts; the other process is still named
+    assert "pid 4242" in by_name(fixed, "gpu memory").detail
+    assert report.to_dict()["memory"]["fit"]["suggested_util"] == 0.45
 
 
 async def test_one_step_off_module_follows_the_detected_profile(docker_target: DockerTarget) -> None:

@@ -69,7 +69,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
-                             features=args.features, oom_step=args.oom_step)  # fmt: skip
+                             features=args.features, oom_step=args.oom_step, model_config=args.model_config,
+                             gpu_memory_gib=args.gpu_memory_gib)  # fmt: skip
     except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAIL
@@ -166,6 +167,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         print(f"run id:   {result.run_id}\nstatus:   {result.status}\ntarget:   {result.target} "
               f"({result.mode}, {result.framework}, verl {result.verl_version})\n"
               f"features: {', '.join(result.features)}\nSwanLab:  {result.swanlab_url or result.swanlab_note}")  # fmt: skip
+        if result.memory_fix_applied:
+            print(f"memory fix applied: {result.memory_fix_applied}")
         print("monitor:\n  " + "\n  ".join(result.monitor_commands), flush=True)
     if args.wait:  # the summary first (run id, link), then follow until the run ends
         from verl_async_dapo.status_view import follow_status
@@ -184,6 +187,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.follow:
         return anyio.run(follow_status, ctx, args.run_id, args.interval)
     progress = anyio.run(get_progress, ctx, args.run_id)
+    if args.plot:
+        from verl_async_dapo.run_charts import progress_chart
+
+        png, note = anyio.run(progress_chart, ctx, progress["run_id"])
+        if png is None:
+            print(f"error: no chart: {note}", file=sys.stderr)
+            return EXIT_FAIL
+        with open(args.plot, "wb") as fh:
+            fh.write(png)
+        print(f"chart: {args.plot} ({note})", file=sys.stderr)
     if args.json:
         _print_json(progress)
     else:
@@ -290,6 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-version", help="e.g. 0.6.1 or 0.9.1 (default VERL_VERSION or 0.9.1)")
     p.add_argument("--features", help="explicit features, comma-separated ('default' allowed; no_<name> turns one off)")
     p.add_argument("--oom-step", type=int, default=0, help="plan after N GPU-OOM escalations")
+    p.add_argument("--model-config", metavar="FILE", help="the model's config.json for the memory estimate "
+                   "(default: MODEL_PATH/config.json when readable here)")  # fmt: skip
+    p.add_argument("--gpu-memory-gib", type=float, help="GPU memory per GPU (CUDA's total, e.g. 139.8 for an H200) "
+                   "for the per-GPU peak including the rollout share")  # fmt: skip
     _add_json(p)
     p.set_defaults(func=cmd_plan)
 
@@ -316,6 +333,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-proxy")
     p.add_argument("--swanlab-mode", choices=["cloud", "local", "disabled"])
     p.add_argument("--skip-preflight", action="store_true")
+    p.add_argument("--apply-memory-fix", action="store_true",
+                   help="apply preflight's GPU-memory fix (lower rollout share, memory features), then start")
     p.add_argument("--allow-shared-gpus", action="store_true")
     _add_no_gpus(p)
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
@@ -326,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="?")
     p.add_argument("--follow", action="store_true", help="a live progress bar until the run ends")
     p.add_argument("--interval", type=float, default=2.0)
+    p.add_argument("--plot", metavar="FILE", help="also write a PNG of the run's curves (one line per attempt)")
     _add_json(p)
     p.set_defaults(func=cmd_status)
 

@@ -9,12 +9,14 @@
     │   │   ├── VersionError            a verl version no profile covers
     │   │   ├── OverrideError           a Hydra override that cannot be rendered safely
     │   │   ├── EnvError                an environment entry that would carry a secret
-    │   │   └── PlanError               the request cannot become a launch plan
-    │   │       └── SecretLeakError
+    │   │   ├── PlanError               the request cannot become a launch plan
+    │   │   │   └── SecretLeakError
+    │   │   └── ShapeError              a model's config.json lacks what the memory estimate needs
     │   └── SwanlabConfigError          (deliberately not a ValueError: see the class)
     ├── TargetError                     (a RuntimeError) Docker, the host or Ray could not do it
     │   ├── TargetUnavailable           the target cannot be reached at all
     │   │   └── TargetGone              ... and never will again: its jobs are dead
+    │   ├── NvidiaSmiError              (also a ValueError) nvidia-smi printed something else than asked
     │   ├── InvalidTargetInput          (also an InputError and a ValueError) a bad name, path or argv
     │   │   └── MountRefused            a mount that would hand out the host
     │   └── (targets/ray_auth.py RayTokenError, targets/ray_api.py RayApiError → RayAuthError)
@@ -97,6 +99,10 @@ class SecretLeakError(PlanError):
     """A secret value given to the builder would appear in the plan (names the field, not the value)."""
 
 
+class ShapeError(UserInputError):
+    """config.json lacks what the estimate needs; the message names the key."""
+
+
 class SwanlabConfigError(InputError):
     """Invalid SwanLab settings; the message says what to fix and never contains the API key.
 
@@ -123,6 +129,10 @@ class TargetGone(TargetUnavailable):
     Unlike an unreachable Docker Engine (which may come back with the job still running), this is final
     for the attempt, so the supervisor records it instead of waiting forever.
     """
+
+
+class NvidiaSmiError(TargetError, ValueError):
+    """The text is not what the query prints (another query, an error message)."""
 
 
 class InvalidTargetInput(TargetError, InputError, ValueError):

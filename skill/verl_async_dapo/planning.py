@@ -27,6 +27,8 @@ def plan_from_cli(
     features: str | None,
     oom_step: int,
     env: dict[str, str] | None = None,
+    model_config: str | None = None,
+    gpu_memory_gib: float | None = None,
 ) -> dict[str, Any]:
     env = dict(os.environ if env is None else env)
     overrides = {k: v for k, v in {"mode": mode, "framework": framework}.items() if v}
@@ -63,4 +65,33 @@ def plan_from_cli(
     )
     data = plan.to_json_dict()
     data["features"] = config.features.describe()
+    data["memory_estimate"] = memory_estimate(settings, config, model_config, gpu_memory_gib)
     return data
+
+
+def memory_estimate(
+    settings: TrainingSettings, config: AttemptConfig, model_config: str | None, gpu_memory_gib: float | None
+) -> dict[str, Any]:
+    """The peak-memory estimate for this plan, from a config.json on this machine (``--model-config``, else
+    MODEL_PATH/config.json when MODEL_PATH is readable here); without one, why there is none."""
+    import json
+    from pathlib import Path
+
+    from verl_async_dapo.memory import ModelShape, estimate_from_settings, propose_features
+
+    path = Path(model_config) if model_config else Path(settings.resolved_model_path()) / "config.json"
+    try:
+        shape = ModelShape.from_config(json.loads(path.read_text("utf-8")))
+    except (OSError, ValueError) as exc:
+        return {"note": f"no estimate: {path}: {str(exc)[:160]} (pass --model-config FILE)"}
+    util = config.tweaks.rollout_gpu_memory_utilization or settings.gpu_memory_utilization
+    effective = {f.value for f in config.features.effective}
+    estimate = estimate_from_settings(settings, shape, effective, token_budget_scale=config.tweaks.token_budget_scale,
+                                      rollout_util=util, gpu_total_gib=gpu_memory_gib)  # fmt: skip
+    out: dict[str, Any] = {"model_config": str(path), **estimate.to_dict()}
+    if gpu_memory_gib is not None:  # a whole, empty GPU: what memory features would the first launch need?
+        added, proposed = propose_features(settings, shape, effective, {f.value for f in config.features.explicit.disabled},
+                                           budget_gib=gpu_memory_gib, gpu_total_gib=gpu_memory_gib, rollout_util=util)  # fmt: skip
+        out["proposed_features"] = added
+        out["proposed_peak_per_gpu_gib"] = round(proposed.peak_per_gpu_gib or proposed.trainer_peak_gib, 2)
+    return out

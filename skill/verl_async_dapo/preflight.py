@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from verl_async_dapo.features import FeatureChoice
+from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
+from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
+from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
@@ -28,7 +32,6 @@ DISK_WARN_BYTES = 50 * GIB
 DISK_ERROR_BYTES = 5 * GIB
 _GPU_COUNTS = Term(mcp="trainer_gpus / rollout_gpus (start_training arguments; or TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS "
                         "in the server's environment)", cli="TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS")  # fmt: skip
-GPU_BUSY_FRACTION = 0.10  # memory already used on a GPU before we start: someone else is there
 # Ray CPUs verl's driver-side runner actor requests (verl.md §4): OneStepTaskRunner num_cpus=10.
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
 
@@ -66,6 +69,7 @@ class PreflightReport:
     target: str
     checks: list[Check] = field(default_factory=list)
     verl_version: str | None = None  # as detected inside the target
+    memory: MemoryResult | None = None  # the GPU-memory fit and its fix (None: no GPUs seen, or a Ray target)
 
     @property
     def ok(self) -> bool:
@@ -91,6 +95,7 @@ class PreflightReport:
             "ok": self.ok,
             "verl_version": self.verl_version,
             "checks": [c.to_dict(face) for c in self.checks],
+            "memory": self.memory.to_dict() if self.memory else None,
         }
 
 
@@ -121,10 +126,13 @@ def entry_files(verl_home: str, mode: Mode, version: str | None) -> tuple[list[s
 class _Preflight:
     """One run: holds the target, the settings and what earlier checks found out."""
 
-    def __init__(self, target: Target, settings: TrainingSettings, allow_no_gpus: bool = False) -> None:
+    def __init__(self, target: Target, settings: TrainingSettings, allow_no_gpus: bool = False,
+                 features: FeatureChoice | None = None) -> None:  # fmt: skip
         self.target = target
         self.s = settings
         self.allow_no_gpus = allow_no_gpus
+        self.features = features  # the session's answer; None = USER_FEATURES / ENABLE_OFFLOAD
+        self.memory: MemoryResult | None = None
         self.checks: list[Check] = []
         self.has_python = False
         self.verl_version: str | None = None
@@ -156,8 +164,7 @@ class _Preflight:
             self.add("python3", CheckStatus.ERROR, f"python3 failed: {_first(res.stderr)}", "repair the Python install")
 
     async def gpus(self) -> None:
-        query = ["nvidia-smi", "--query-gpu=index,memory.total,memory.used", "--format=csv,noheader"]
-        res = await self.target.run(query, timeout=30)
+        res = await self.target.run(list(GPU_QUERY_ARGV), timeout=30)
         need = self.s.required_gpus()
         on_host = self._on_host()
         if res.exit_code == COMMAND_NOT_FOUND:
@@ -176,24 +183,31 @@ class _Preflight:
                 "check the NVIDIA driver on the Docker host and the container's GPU access (--gpus all)",
             )  # fmt: skip
             return
-        rows = [[p.strip() for p in line.split(",")] for line in res.stdout.splitlines() if line.strip()]
-        count = len(rows)
-        busy = [r[0] for r in rows if len(r) == 3 and _busy(r[1], r[2])]
+        found: list[GpuMemory] | None
+        unreadable = ""
+        try:
+            found = parse_gpu_csv(res.stdout)
+            count = len(found)
+        except NvidiaSmiError as exc:  # e.g. [N/A] memory on some virtual GPUs: still count them
+            found, unreadable = None, str(exc)
+            count = sum(1 for line in res.stdout.splitlines() if line.strip()[:1].isdigit())
         if count == 0:
             self._no_gpus(f"0 GPU(s) visible, {need} required ({self.s.mode.value})",
                           "pick a target with GPUs (nvidia-smi lists none)")  # fmt: skip
-        elif count < need:
+            return
+        if count < need:
             self.add("gpus", CheckStatus.ERROR, f"{count} GPU(s) visible, {need} required ({self.s.mode.value})",
                      Say("lower {gpus} or pick a target with more GPUs", gpus=_GPU_COUNTS))  # fmt: skip
-        else:
-            self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
-        if busy:
-            self.add(
-                "gpu memory",
-                CheckStatus.WARNING,
-                f"GPU(s) {', '.join(busy)} already have memory in use",
-                "another job may be running there; stop it or expect out-of-memory errors",
-            )
+            return
+        self.add("gpus", CheckStatus.OK, f"{count} GPU(s) visible, {need} required")
+        if found is None:
+            self.add("gpu memory", CheckStatus.WARNING, f"cannot judge the fit: {unreadable}",
+                     "check `nvidia-smi --query-gpu=memory.free --format=csv` in the target")  # fmt: skip
+            return
+        memory = await memory_checks(self.target, self.s, found, self.features)
+        self.memory = memory
+        for name, status, detail, fix in memory.checks:
+            self.add(name, CheckStatus(status), detail, fix)
 
     def _no_gpus(self, detail: str, fix: str) -> None:
         """Training cannot run without GPUs: an error, unless the user explicitly allowed it (a CPU-only stand-in)."""
@@ -333,14 +347,6 @@ def _first(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
 
 
-def _busy(total: str, used: str) -> bool:
-    """'81920 MiB', '1 MiB' (nvidia-smi csv with units)."""
-    try:
-        return float(used.split()[0]) > GPU_BUSY_FRACTION * float(total.split()[0])
-    except ValueError:
-        return False
-
-
 async def detect_verl_version(target: Target, settings: TrainingSettings) -> str | None:
     """Only the version read of the verl check (what ``start --skip-preflight`` still needs): None when the target
     has no verl at VERL_HOME. Skipping the checks must not skip this, or a skipped preflight refuses to start."""
@@ -352,12 +358,13 @@ async def detect_verl_version(target: Target, settings: TrainingSettings) -> str
     return pf.verl_version
 
 
-async def run_preflight(target: Target, settings: TrainingSettings, *, allow_no_gpus: bool = False) -> PreflightReport:
+async def run_preflight(target: Target, settings: TrainingSettings, features: FeatureChoice | None = None, *,
+                        allow_no_gpus: bool = False) -> PreflightReport:  # fmt: skip
     """Every check, one line each; stops early only when the target itself is unreachable.
 
     ``allow_no_gpus``: no visible GPU is a warning instead of an error (the user asked for it explicitly).
     """
-    pf = _Preflight(target, settings, allow_no_gpus)
+    pf = _Preflight(target, settings, allow_no_gpus, features)
     report = PreflightReport(target=target.name, checks=pf.checks)
     try:
         await target.ensure_running()
@@ -378,4 +385,5 @@ async def run_preflight(target: Target, settings: TrainingSettings, *, allow_no_
     await pf.guarded("data", pf.data)
     await pf.guarded("disk", pf.disk)
     report.verl_version = pf.verl_version
+    report.memory = pf.memory
     return report

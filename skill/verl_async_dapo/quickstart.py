@@ -54,7 +54,8 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         sessions.choose_features(ctx, names, session_id=sid)
         if sessions.preconfigured_swanlab(ctx) is None:
             await _ask_swanlab(ctx, args, sid)
-        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI)
+        result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI,
+                                      apply_memory_fix=args.apply_memory_fix)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
         ctx.store.abandon_session(sid)

@@ -29,6 +29,7 @@ from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify_tail
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
+from verl_async_dapo.preflight_memory import MemoryFix
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
@@ -57,6 +58,8 @@ class StartResult(BaseModel):
     swanlab_note: str | None
     preflight: list[str]
     monitor_commands: list[str]
+    memory_fix_applied: dict[str, Any] | None = None  # what apply_memory_fix changed before the launch
+    memory_estimate: dict[str, Any] | None = None  # preflight's estimate and fit (None without GPUs seen)
 
 
 def settings_with(ctx: AppContext, overrides: dict[str, Any]) -> TrainingSettings:
@@ -101,12 +104,16 @@ def _lines(report: PreflightReport) -> Term:
 async def start_training(
     ctx: AppContext, params: dict[str, Any], *, skip_preflight: bool = False, session_id: str | None = None,
     face: Face = Face.MCP,
+    apply_memory_fix: bool = False,
 ) -> StartResult:
     """Preflight, freeze the session into a run, start its supervisor; returns at once.
 
     Every problem found before the launch is reported in one refusal: the preflight's errors together with a plan
     that cannot be built (e.g. a tensor-parallel size that does not divide the GPUs), so a user fixes them in one go
     instead of meeting them one per attempt.
+
+    ``apply_memory_fix``: the user agreed to preflight's memory fix (a lower rollout share, memory features);
+    it is applied and preflight runs again with it, so what starts is what was checked.
     """
     sid = session_id or ctx.store.current_session()
     if sid is None:
@@ -119,9 +126,17 @@ async def start_training(
     settings = settings_with(ctx, params)
     container = ContainerAnswer.model_validate(answers[Question.CONTAINER.value])
     target = get_target(container.name)
+    features = FeaturesAnswer.model_validate(answers[Question.FEATURES.value])
     report: PreflightReport | None = None
+    applied: dict[str, Any] | None = None
     if not skip_preflight:
-        report = await run_preflight(target, settings, allow_no_gpus=no_gpus_allowed(ctx, container.allow_no_gpus))
+        allow = no_gpus_allowed(ctx, container.allow_no_gpus)
+        report = await run_preflight(target, settings, features.choice(), allow_no_gpus=allow)
+        fix = report.memory.fix if report.memory else None
+        if apply_memory_fix and fix:
+            settings, features = apply_fix(settings, features, fix)
+            applied = fix.to_dict()
+            report = await run_preflight(target, settings, features.choice(), allow_no_gpus=allow)
     version = settings.verl_version or (report.verl_version if report else None)
     if not version and report is None:  # --skip-preflight skips the checks, not the version read
         try:
@@ -134,7 +149,7 @@ async def start_training(
     experiment = settings.experiment_name or time.strftime("dapo-%Y%m%d-%H%M%S")
     spec_without_dir = dict(
         target=container.name, target_kind=container.kind, settings=settings.model_dump(mode="json"),
-        verl_version=version, features=FeaturesAnswer.model_validate(answers[Question.FEATURES.value]),
+        verl_version=version, features=features,
         proxy=ProxyAnswer.model_validate(answers[Question.PROXY.value]), swanlab=_swanlab_answer(ctx, answers),
         experiment_name=experiment,
     )  # fmt: skip
@@ -164,13 +179,27 @@ async def start_training(
     spawn_supervisor(ctx, run_id)
     # Only SwanLab cloud prints a run link; waiting for one in local/disabled mode would just delay the answer.
     url = await _wait_for_link(ctx, run_id) if spec.swanlab is not None and spec.swanlab.mode == "cloud" else None
-    features = spec.first_attempt_config().features.effective
+    effective = spec.first_attempt_config().features.effective
+    memory = report.memory.to_dict() if report and report.memory else None
     return StartResult(
         run_id=run_id, status=ctx.store.run(run_id).status, target=container.name,  # type: ignore[union-attr]
         mode=settings.mode.value, framework=settings.framework.value, verl_version=version,
-        features=[f.value for f in features], swanlab_url=url, swanlab_note=render(_link_note(ctx, spec, url), face),
+        features=[f.value for f in effective], swanlab_url=url, swanlab_note=render(_link_note(ctx, spec, url), face),
         preflight=report.lines() if report else [], monitor_commands=monitor_commands(spec),
+        memory_fix_applied=applied, memory_estimate=memory,
     )  # fmt: skip
+
+
+def apply_fix(settings: TrainingSettings, features: FeaturesAnswer, fix: MemoryFix) -> tuple[TrainingSettings,
+                                                                                               FeaturesAnswer]:
+    """Preflight's memory fix on the run's settings and features. Added features become explicit choices (the
+    user agreed to them); a feature the user turned off is never in a fix (preflight does not propose it)."""
+    if fix.gpu_memory_utilization is not None:
+        settings = settings.model_copy(update={"gpu_memory_utilization": fix.gpu_memory_utilization})
+    if fix.add_features:
+        features = FeaturesAnswer(enabled=tuple(sorted({*features.enabled, *fix.add_features})),
+                                  disabled=features.disabled)  # fmt: skip
+    return settings, features
 
 
 def monitor_commands(spec: RunSpec) -> list[str]:

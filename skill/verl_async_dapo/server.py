@@ -12,11 +12,13 @@ server (issue 20); the store gives each thread its own SQLite connection.
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from verl_async_dapo import server_models as wire
 from verl_async_dapo.app import AppContext
@@ -38,9 +40,10 @@ from verl_async_dapo.server_menu import container_menu
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
 if TYPE_CHECKING:
-    from verl_async_dapo import runs, sessions
+    from verl_async_dapo import run_charts, runs, sessions
 else:
     runs = lazy_module("verl_async_dapo.runs")
+    run_charts = lazy_module("verl_async_dapo.run_charts")
     sessions = lazy_module("verl_async_dapo.sessions")
 
 # start_training's parameters, named as TrainingSettings fields (None = environment/default).
@@ -255,27 +258,42 @@ async def start_training(
     rollout_gpus: wire.RolloutGpusArg = None,
     max_response_length: wire.MaxResponseLengthArg = None,
     max_oom_retries: wire.MaxOomRetriesArg = None,
+    apply_memory_fix: wire.ApplyMemoryFixArg = False,
 ) -> wire.StartOut:
     """Starts training once all setup questions are answered: runs preflight checks, freezes the
     answers into a run and hands it to a background supervisor, then returns at once with the run
     id and the SwanLab link (or why there is none yet). Omitted parameters come from the server's
-    environment, else the original skill's defaults."""
+    environment, else the original skill's defaults. When preflight finds the GPUs cannot hold the
+    run (vLLM's share beside other processes, the estimated peak), nothing starts and the fix is
+    named; apply_memory_fix=true applies it once the user agreed."""
     app = app_of(ctx)
     params = {k: v for k, v in locals().items() if k in TRAINING_PARAMS}
     with service_errors(app):
-        result = await off_loop(runs.start_training, app, params)
+        result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix)
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
     out.preflight = [visible(app.scrub(line)) for line in out.preflight]
     return out
 
 
 @tool("Training progress", read_only=True, idempotent=True, open_world=True)
-async def get_progress(ctx: Context[AppContext], run_id: wire.RunId = None) -> wire.ProgressOut:
+async def get_progress(
+    ctx: Context[AppContext], run_id: wire.RunId = None, chart: wire.ChartArg = False
+) -> Annotated[CallToolResult, wire.ProgressOut]:
     """Progress of a training run: status, attempt, step / total, percent, ETA, latest metrics,
-    features in force and the SwanLab link. Answers "how is training going?"."""
+    features in force and the SwanLab link. Answers "how is training going?". With chart=true it
+    also returns a PNG of the curves (score, response length, entropy, policy loss, step time, peak
+    memory), one line per attempt with each relaunch marked."""
     app = app_of(ctx)
     with service_errors(app):
-        return wire.ProgressOut.model_validate(await off_loop(runs.get_progress, app, run_id))
+        out = wire.ProgressOut.model_validate(await off_loop(runs.get_progress, app, run_id))
+        content: list[ContentBlock] = [TextContent(type="text", text=out.model_dump_json())]
+        if chart:  # the chart module (and matplotlib) load only here: the server's cold start never pays for them
+            png, note = await off_loop(run_charts.progress_chart, app, out.run_id)
+            out.chart_note = note
+            content = [TextContent(type="text", text=out.model_dump_json())]
+            if png is not None:
+                content.append(ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
+    return CallToolResult(content=content, structured_content=out.model_dump(mode="json"))
 
 
 @tool("Check errors", read_only=True, idempotent=True, open_world=False)

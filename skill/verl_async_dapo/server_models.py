@@ -190,6 +190,9 @@ AllowNoGpus = Annotated[
     Field(description="Accept a target where no GPU is visible (training needs GPUs: only when the user explicitly "
                       "wants to run without, e.g. a CPU-only test); otherwise preflight refuses it"),
 ]
+ApplyMemoryFixArg = Annotated[bool, Field(description="The user agreed to preflight's GPU-memory fix (a lower "
+                                  "rollout share, memory features): apply it, then start")]  # fmt: skip
+ChartArg = Annotated[bool, Field(description="Also return a PNG chart of the run's curves (per attempt)")]
 ConfirmArg = Annotated[
     bool, Field(description="The user confirmed stopping; needed only when the client cannot show a form")
 ]
@@ -295,6 +298,8 @@ class StartOut(_Out):
     swanlab_note: str | None = Field(None, description="Why there is no link yet, or how to view a local run")
     preflight: list[str] = Field(description="Preflight results, one line each")
     monitor_commands: list[str] = Field(description="Commands the user can run to watch the run")
+    memory_fix_applied: dict[str, Any] | None = Field(None, description="What apply_memory_fix changed")
+    memory_estimate: dict[str, Any] | None = Field(None, description="Preflight's GPU-memory fit and peak estimate")
     next_step: str
 
 
@@ -333,6 +338,7 @@ class ProgressOut(_Out):
     as_of: str | None = Field(None, description="When the progress was read (ISO 8601, UTC), e.g. 2026-12-01T12:03:28Z")
     final_reason: str | None = None
     suggestions: list[str] = []
+    chart_note: str | None = Field(None, description="With chart=true: what the PNG shows, or why there is none")
 
 
 class AttemptErrorOut(_Out):

@@ -17,7 +17,7 @@ PACKAGE = "verl_async_dapo"
 ROOT = Path(__file__).resolve().parents[2] / "skill" / PACKAGE
 
 CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", "answers", "runspec", "exceptions", "status",
-        "wording",
+        "wording", "memory",
         "verl", "logs")
 CORE_MAY_USE = ("settings", "paths")  # configuration: environment variables and directory names, read on demand
 IO_MODULES = ("sqlite3", "docker", "mcp", "anyio", "asyncio", "subprocess", "socket", "threading", "requests",
