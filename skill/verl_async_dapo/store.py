@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verl_async_dapo.store_outbox import OutboxRow, OutboxStore  # noqa: F401 (OutboxRow: re-exported)
+
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the initial schema.
     """
@@ -60,6 +62,17 @@ _MIGRATIONS: tuple[str, ...] = (
     # 2: a session given up before its run started (e.g. `start` failed its preflight) is no longer current.
     """
     ALTER TABLE sessions ADD COLUMN abandoned_at REAL;
+    """,
+    # 3 (notification outbox): one row per (event, sink), written before the send and marked after it, so a
+    # supervisor killed mid-send and restarted sends what is pending and never what was answered.
+    """
+    CREATE TABLE notify_outbox (
+        event_id INTEGER NOT NULL REFERENCES events(id), sink TEXT NOT NULL, run_id TEXT,
+        status TEXT NOT NULL DEFAULT 'pending', tries INTEGER NOT NULL DEFAULT 0,
+        next_at REAL NOT NULL, sent_at REAL, answer TEXT,
+        PRIMARY KEY (event_id, sink)
+    );
+    CREATE INDEX notify_outbox_due ON notify_outbox(run_id, status, next_at);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -133,7 +146,7 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class Store:
+class Store(OutboxStore):
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
@@ -326,9 +339,10 @@ class Store:
     # -- events -----------------------------------------------------------------------------
 
     def add_event(self, level: str, kind: str, message: str, *, session_id: str | None = None,
-                  run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
+                  run_id: str | None = None, data: dict[str, Any] | None = None) -> int:  # fmt: skip
+        """Append an event; returns its id."""
         with self.transaction() as conn:
-            _event(conn, level, kind, message, session_id=session_id, run_id=run_id, data=data)
+            return _event(conn, level, kind, message, session_id=session_id, run_id=run_id, data=data)
 
     def events(self, run_id: str | None = None, *, after_id: int = 0, limit: int = 200) -> list[EventRow]:
         if run_id is None:
@@ -339,16 +353,21 @@ class Store:
             )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
 
+    def event(self, event_id: int) -> EventRow | None:
+        r = self._conn.execute("SELECT * FROM events WHERE id=?", (event_id,)).fetchone()
+        return None if r is None else EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7]))
+
     def integrity_ok(self) -> bool:
         return self._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
 def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, session_id: str | None = None,
-           run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
-    conn.execute(
+           run_id: str | None = None, data: dict[str, Any] | None = None) -> int:  # fmt: skip
+    cursor = conn.execute(
         "INSERT INTO events (ts, session_id, run_id, level, kind, message, data) VALUES (?,?,?,?,?,?,?)",
         (time.time(), session_id, run_id, level, kind, message, None if data is None else _dumps(data)),
     )
+    return int(cursor.lastrowid or 0)
 
 
 def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
