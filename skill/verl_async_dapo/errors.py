@@ -25,6 +25,7 @@ def user_facing_error(exc: BaseException) -> str | None:
     """The actionable message for an expected failure, or None for an unexpected one."""
     from verl_async_dapo.features import FeatureError
     from verl_async_dapo.flow import FlowError
+    from verl_async_dapo.notify.config import NotifyConfigError
     from verl_async_dapo.secret_store import SecretStoreError
     from verl_async_dapo.sessions import UserInputError
     from verl_async_dapo.store import StoreError
@@ -33,7 +34,7 @@ def user_facing_error(exc: BaseException) -> str | None:
 
     # SecretStoreError messages never hold a secret value (by design), only paths and the fix.
     if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
-                        SecretStoreError)):  # fmt: skip
+                        SecretStoreError, NotifyConfigError)):  # fmt: skip
         return str(exc)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"

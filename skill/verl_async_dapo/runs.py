@@ -32,6 +32,7 @@ from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreError, new_i
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
+from verl_async_dapo.watchman.view import stall_state
 
 STALE_PROGRESS_SECONDS = 30.0
 LINK_WAIT_SECONDS = 3.0
@@ -248,8 +249,11 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     step = progress.get("step")
     percent = round(100.0 * step / total, 1) if step is not None and total else None
     status = run.status
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
+                        status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
+        "stalled": bool(stall and stall["stalled"]), "stalled_for_seconds": stall["stalled_for_seconds"] if stall else None,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
@@ -294,8 +298,11 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "supervisor_action": (attempt.decision or {}).get("reason"),
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
         })  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
+                        run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
-            "suggestions": run.suggestions}  # fmt: skip
+            "suggestions": run.suggestions, "stall": stall}  # fmt: skip
 
 
 async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seconds: float = 15.0) -> dict[str, Any]:

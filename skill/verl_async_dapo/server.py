@@ -36,9 +36,11 @@ from verl_async_dapo.server_app import (
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
 if TYPE_CHECKING:
     from verl_async_dapo import runs, sessions
+    from verl_async_dapo.notify import service as notify_service
     from verl_async_dapo.targets import registry
 else:
     runs = lazy_module("verl_async_dapo.runs")
+    notify_service = lazy_module("verl_async_dapo.notify.service")
     sessions = lazy_module("verl_async_dapo.sessions")
     registry = lazy_module("verl_async_dapo.targets.registry")
 
@@ -190,6 +192,36 @@ async def configure_swanlab(
         key_from=key_from, key_check=wire.KeyCheckOut(status=check.status, message=app.scrub(check.message)),
         session=_session(new_view),
     )  # fmt: skip
+
+
+# -- notifications ------------------------------------------------------------------------
+
+
+@tool("Configure notifications", read_only=False, idempotent=True, open_world=True)
+async def configure_notifications(
+    ctx: Context[AppContext],
+    kind: wire.NotifyKindArg = None,
+    url: wire.NotifyUrlArg = None,
+    secret: wire.NotifySecretArg = None,
+    events: wire.NotifyEventsArg = None,
+    every_n_steps: wire.NotifyEveryArg = None,
+    remove: wire.NotifyKindArg = None,
+    test: wire.NotifyTestArg = True,
+) -> wire.NotifyOut:
+    """Where the supervisor tells the user about trouble when no agent is watching: a generic JSON webhook,
+    Slack, Feishu/Lark, DingTalk, WeCom bot or a desktop notification. With kind (+ url, + secret for
+    signed bots) it sends a test message and saves the sink only if the service accepted it, reporting the
+    service's answer. Without arguments it shows what is configured (environment > config file) and tests it.
+    Errors only by default (OOM relaunch, failure, stall, target gone, relaunch budget exhausted); events adds
+    succeeded / progress. URLs and secrets go to the secret store and are never shown."""
+    app = app_of(ctx)
+    with service_errors(app):
+        report = await notify_service.configure(app, kind=kind, url=url, secret=secret, events=events,
+                                                every_n_steps=every_n_steps, remove=remove, test=test)  # fmt: skip
+    out = wire.NotifyOut.model_validate(report.model_dump())
+    for sink in out.sinks:
+        sink.answer = app.scrub(sink.answer) if sink.answer else None
+    return out
 
 
 # -- the run ------------------------------------------------------------------------------

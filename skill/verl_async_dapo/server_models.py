@@ -266,6 +266,8 @@ class ProgressOut(_Out):
     run_id: str
     status: str = Field(description="starting / running / retrying / succeeded / failed / stopped")
     attempt: int = Field(description="Current attempt number (1 = first launch; more after OOM recovery)")
+    stalled: bool = Field(False, description="No new step and no log output for the stall window (a hang)")
+    stalled_for_seconds: float | None = Field(None, description="How long the stalled run has been silent")
     step: int | None = None
     total_steps: int | None = None
     percent: float | None = None
@@ -298,12 +300,60 @@ class AttemptErrorOut(_Out):
     changes_next_attempt: list[str] = []
 
 
+NotifyKindArg = Annotated[
+    Literal["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"] | None,
+    Field(description="The sink to add (or, as remove, to delete)"),
+]
+NotifyUrlArg = Annotated[
+    str | None, Field(max_length=2048, description="The bot's webhook URL (a secret: stored, never shown)")
+]
+NotifySecretArg = Annotated[
+    str | None, Field(max_length=512, description="Signing secret (Feishu, DingTalk SEC…, or the webhook's HMAC key)")
+]
+NotifyEventsArg = Annotated[
+    str | None, Field(max_length=100, description="errors (default), plus succeeded and/or progress; or all")
+]
+NotifyEveryArg = Annotated[int | None, Field(ge=1, le=1_000_000, description="A progress message every N steps")]
+NotifyTestArg = Annotated[bool, Field(description="Send a test message to the configured sinks")]
+
+
+class NotifySinkOut(_Out):
+    kind: str
+    setting: str = Field(description="Kind, host only, signed or not, and where it comes from")
+    tested: bool
+    accepted: bool | None = None
+    answer: str | None = Field(None, description="What the service answered to the test message")
+
+
+class NotifyOut(_Out):
+    changed: bool
+    sinks: list[NotifySinkOut]
+    events: list[str]
+    every_n_steps: int | None = None
+    config_file: str
+    note: str
+
+
+class StallOut(_Out):
+    stalled: bool = Field(description="Still stalled now (false once output resumed or the run ended)")
+    stalled_for_seconds: float | None = None
+    window_seconds: float | None = Field(None, description="max(K x median step time, M): see SKILL.md")
+    step: int | None = None
+    gpu_util: str | None = Field(None, description="Per GPU: utilisation, memory used/total (nvidia-smi)")
+    detected_at: float | None = None
+    action: str | None = None
+    evidence: dict[str, str | list[str] | None] = Field(
+        {}, description="last_log_lines, nvidia_smi, processes, py_spy (stack dumps, or how to get py-spy)"
+    )
+
+
 class ErrorsOut(_Out):
     run_id: str
     status: str
     attempts: list[AttemptErrorOut]
     final_reason: str | None = None
     suggestions: list[str] = []
+    stall: StallOut | None = Field(None, description="The current attempt's latest stall and its evidence bundle")
 
 
 class StopOut(_Out):
