@@ -6,11 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from notify_services import Services, services
+from notify_services import CANARY_SECRET, Services, services
 
 from verl_async_dapo.app import AppContext
-
-CANARY_SECRET = "SECcanary-7f3a9d2e41b8c6"
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+CANARY_SECRET = "SECcanary-7f3a9d2e41b8c6"  # the signing secret the stand-in expects; must never be sent or shown
+
 
 @dataclass
 class Received:
@@ -115,7 +117,7 @@ def _answer(state: Services, service: str, query: dict[str, str], headers: dict[
 
 def _handler(state: Services) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_POST(self) -> None:
             arrived = time.time()
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import CANARY_SECRET
-from notify_services import Services
+from notify_services import CANARY_SECRET, Services
 
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.notify import outbox as outbox_mod

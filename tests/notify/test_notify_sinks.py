@@ -11,14 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CANARY_SECRET
-from notify_services import Services
+from notify_services import CANARY_SECRET, Services
+from pydantic import SecretStr
 
 from verl_async_dapo.notify import formats
 from verl_async_dapo.notify.config import Sink
 from verl_async_dapo.notify.formats import Notice, SinkKind
 from verl_async_dapo.notify.send import send_now
-from pydantic import SecretStr
 
 NOTICE = Notice(event_id=42, kind="run_failed", level="error", title="[verl] training failed: run run_x on jins",
                 text="config_error: batch size not divisible", run_id="run_x", target="jins",
