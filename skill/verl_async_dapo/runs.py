@@ -201,7 +201,11 @@ def heal(ctx: AppContext, run: RunRow) -> None:
     A supervisor that keeps dying (our bug, or a broken environment) is not restarted forever: after
     MAX_SUPERVISOR_RESTARTS in RESTART_WINDOW_SECONDS the run is marked failed with where to look.
     """
-    if run.status not in ACTIVE_RUN_STATUSES or supervisor_alive(ctx, run.id):
+    if run.status not in ACTIVE_RUN_STATUSES:
+        if ctx.store.outbox_pending(run.id) and not supervisor_alive(ctx, run.id):
+            spawn_supervisor(ctx, run.id)  # it only delivers the ended run's pending notifications, then exits
+        return
+    if supervisor_alive(ctx, run.id):
         return
     since = time.time() - RESTART_WINDOW_SECONDS
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]

@@ -432,6 +432,8 @@ def main(run_id: str) -> int:
     try:
         row = ctx.store.run(run_id)
         if row is None or row.status not in ("starting", "running", "retrying"):
+            if row is not None and ctx.store.outbox_pending(run_id):  # an ended run's notifications still owed
+                anyio.run(Watchman.flush_only, ctx, run_id)
             return 0
         final = anyio.run(Supervisor(ctx, run_id).run)
         log.info("run %s ended: %s", run_id, final)

@@ -45,6 +45,11 @@ class Watchman:
         self._stall_stopped: dict[int, dict[str, Any]] = {}  # attempt → the stall event's data
         self._last_progress_step = 0
 
+    @staticmethod
+    async def flush_only(ctx: AppContext, run_id: str) -> None:
+        """For a supervisor started after its run ended (heal saw notifications still pending)."""
+        await Outbox(ctx, run_id).flush()
+
     # -- hooks called by the supervisor -----------------------------------------------------------
 
     def attempt_started(self, n: int, handle: JobHandle) -> None:

@@ -3,8 +3,9 @@
 A run is *stalled* when its log has not grown — so no new step line either — for
 ``max(K × median step time, M)``. K (``VAD_STALL_FACTOR``, default 5) absorbs the slow steps every run has
 (validation, checkpoint saves); M (``VAD_STALL_MIN_SECONDS``, default 1200 = 20 min) is the floor and the
-whole window before two steps were seen (model loading and engine start-up print little). The median is over
-the wall-clock gaps between the step lines this supervisor saw. ``VAD_STALL_RELAUNCH=1`` opts in to stopping a
+window until two steps were seen. Before the first step line the window is at least ``VAD_STALL_STARTUP_SECONDS``
+(default 1800 = 30 min): model loading, Ray and the rollout engine's start-up print little for minutes. The
+median is over the wall-clock gaps between the step lines this supervisor saw. ``VAD_STALL_RELAUNCH=1`` opts in to stopping a
 stalled attempt and relaunching it from the last checkpoint (it uses the run's one relaunch budget).
 """
 
@@ -20,6 +21,7 @@ from verl_async_dapo.policy import AttemptConfig, Decision
 
 DEFAULT_FACTOR = 5.0
 DEFAULT_MIN_SECONDS = 1200.0
+DEFAULT_STARTUP_SECONDS = 1800.0
 RECENT_GAPS = 50
 
 
@@ -32,6 +34,7 @@ class StallSettings:
     factor: float = DEFAULT_FACTOR
     min_seconds: float = DEFAULT_MIN_SECONDS
     relaunch: bool = False
+    startup_seconds: float = DEFAULT_STARTUP_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StallSettings:
@@ -49,7 +52,8 @@ class StallSettings:
 
         relaunch = env.get("VAD_STALL_RELAUNCH", "").strip().lower() in ("1", "true", "yes")
         return cls(number("VAD_STALL_FACTOR", DEFAULT_FACTOR, 1.0), number("VAD_STALL_MIN_SECONDS",
-                   DEFAULT_MIN_SECONDS, 1.0), relaunch)  # fmt: skip
+                   DEFAULT_MIN_SECONDS, 1.0), relaunch,
+                   number("VAD_STALL_STARTUP_SECONDS", DEFAULT_STARTUP_SECONDS, 1.0))  # fmt: skip
 
 
 @dataclass
@@ -82,6 +86,8 @@ class StallTracker:
         return statistics.median(self.gaps) if self.gaps else None
 
     def window(self) -> float:
+        if self.last_step is None:  # still starting up
+            return max(self.settings.min_seconds, self.settings.startup_seconds)
         median = self.median_step_seconds()
         return max(self.settings.factor * median, self.settings.min_seconds) if median else self.settings.min_seconds
 
