@@ -353,6 +353,9 @@ class Store(OutboxStore):
             )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
 
+    def last_event_id(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
+
     def event(self, event_id: int) -> EventRow | None:
         r = self._conn.execute("SELECT * FROM events WHERE id=?", (event_id,)).fetchone()
         return None if r is None else EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7]))
