@@ -294,6 +294,7 @@ class Supervisor:
             offset = None
         self._save_progress(parser, attempt.n)
         self._unsaved = None
+        self.watchman.attempt_ended()
         if self._target_gone is not None:
             error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "target_gone", "line": None,
                      "excerpt": self.ctx.scrub(self._target_gone)}  # fmt: skip

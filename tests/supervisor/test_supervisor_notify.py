@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notify"))
 from notify_services import CANARY_SECRET, Services, services
 
 STEP_S = 0.1
-TOKEN = "in"  # the stand-in webhook's path; the Slack URL below carries a recognisable token
 
 
 @pytest.fixture

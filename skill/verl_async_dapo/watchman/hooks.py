@@ -43,7 +43,9 @@ class Watchman:
         self._attempt: int | None = None
         self._handle: JobHandle | None = None
         self._stall_stopped: dict[int, dict[str, Any]] = {}  # attempt → the stall event's data
-        self._last_progress_step = 0
+        # A restarted supervisor re-reads old step lines: never announce a step twice.
+        self._last_progress_step = max((int((e.data or {}).get("step") or 0) for e in ctx.store.events(run_id, limit=10_000)
+                                        if e.kind == "progress_step"), default=0)  # fmt: skip
 
     @staticmethod
     async def flush_only(ctx: AppContext, run_id: str) -> None:
@@ -63,7 +65,11 @@ class Watchman:
         if self._tracker.output(time.monotonic(), snapshot.step):
             self.ctx.store.add_event("info", "stall_cleared", f"attempt {self._attempt} is printing again",
                                      run_id=self.run_id, data={"attempt": self._attempt})  # fmt: skip
-        self._maybe_progress_event(snapshot.step, snapshot.to_dict().get("metrics") or {})
+        self._maybe_progress_event(snapshot.step, snapshot)
+
+    def attempt_ended(self) -> None:
+        """The job is gone: nothing left to stall until the next attempt starts."""
+        self._tracker = None
 
     def stalled_error(self, n: int) -> dict[str, Any] | None:
         """The error of attempt ``n`` when the watchman stopped it for a stall (None otherwise)."""
@@ -125,11 +131,12 @@ class Watchman:
             except TargetError as exc:
                 log.warning("could not stop the stalled attempt %d: %s", n, exc)
 
-    def _maybe_progress_event(self, step: int | None, metrics: dict[str, Any]) -> None:
+    def _maybe_progress_event(self, step: int | None, snapshot: Any) -> None:
         every = self.outbox.config().every_n_steps
         if not every or step is None or step < self._last_progress_step + every or step % every:
             return
         self._last_progress_step = step
+        metrics = snapshot.to_dict().get("metrics") or {}
         shown = {k: metrics[k] for k in ("critic/score/mean", "response_length/mean") if k in metrics}
         self.ctx.store.add_event("info", "progress_step", f"step {step}/{self.total_steps or '?'}", run_id=self.run_id,
                                  data={"step": step, "total": self.total_steps, "metrics": shown})  # fmt: skip
