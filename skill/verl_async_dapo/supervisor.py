@@ -136,6 +136,9 @@ class Supervisor:
             decision={"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
                       "suggestions": list(decision.suggestions)},
         )  # fmt: skip
+        refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
+        if refusal is not None:  # the optional GPU-hour cap of the same budget
+            decision = policy.Decision(False, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
         if not decision.relaunch or decision.next_config is None:
             if "reached" in decision.reason and category is not None:  # the one relaunch budget ran out
                 self.watchman.budget_exhausted(attempt.n, category, decision.reason, relaunches,

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from verl_async_dapo.watchman import budget
 from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker, stall_decision
 from verl_async_dapo.watchman.view import stall_state
 
@@ -82,3 +83,16 @@ def test_stall_state_follows_the_current_attempt() -> None:
     assert stall_state([stalled], attempt=2, active=True, now=130.0) is None  # a relaunch is a new attempt
     ended = stall_state([stalled], attempt=1, active=False, now=130.0)
     assert ended is not None and ended["stalled"] is False and ended["stalled_for_seconds"] is None
+
+
+def test_the_gpu_hour_cap() -> None:
+    assert budget.max_gpu_hours({}) is None and budget.max_gpu_hours({"VAD_MAX_GPU_HOURS": "12.5"}) == 12.5
+    with pytest.raises(budget.BudgetConfigError, match="number of GPU-hours"):
+        budget.max_gpu_hours({"VAD_MAX_GPU_HOURS": "lots"})
+    with pytest.raises(budget.BudgetConfigError, match="above 0"):
+        budget.max_gpu_hours({"VAD_MAX_GPU_HOURS": "0"})
+    used = budget.gpu_hours_used([(0.0, 1800.0), (2000.0, None)], gpus=8, now=3800.0)  # 0.5 h + 0.5 h, 8 GPUs
+    assert used == 8.0
+    assert budget.over_gpu_hours(used, None) is None and budget.over_gpu_hours(used, 8.5) is None
+    refusal = budget.over_gpu_hours(used, 8.0)
+    assert refusal is not None and "8.00 of VAD_MAX_GPU_HOURS=8 used" in refusal

@@ -86,6 +86,26 @@ def test_oom_past_the_budget_notifies_the_exhausted_budget(cli: Cli, verl_docker
     _wait_events(hook, cli, run_id, ["oom_recovery", "relaunch_budget_exhausted", "run_failed"])
 
 
+def test_the_gpu_hour_cap_stops_relaunches_as_an_exhausted_budget(cli: Cli, verl_docker: Container,
+                                                                   hook: Services) -> None:  # fmt: skip
+    cli.set(VAD_MAX_GPU_HOURS="0.0000001")  # spent by the first attempt's first second
+    write_control(verl_docker, {"oom_at_step": 2, "oom_unless": ["offload"], "step_seconds": STEP_S})
+    run_id = cli.start(verl_docker.name)["run_id"]
+    status = cli.wait_final(run_id)
+    assert status["status"] == "failed" and status["attempt"] == 1, cli.explain(run_id)
+    assert status["final_reason"].startswith("GPU-hour budget reached")
+    _wait_events(hook, cli, run_id, ["relaunch_budget_exhausted", "run_failed"])
+
+
+def test_progress_every_n_steps_is_opt_in(cli: Cli, verl_docker: Container, hook: Services) -> None:
+    cli.set(VAD_NOTIFY_EVERY_N_STEPS=2)
+    write_control(verl_docker, {"step_seconds": STEP_S})
+    run_id = cli.start(verl_docker.name)["run_id"]
+    assert cli.wait_final(run_id)["status"] == "succeeded"
+    _wait_events(hook, cli, run_id, ["progress_step"] * 3)
+    assert [r.json()["data"]["step"] for r in hook.of("webhook")] == [2, 4, 6]
+
+
 def test_a_hang_is_flagged_stalled_with_evidence(cli: Cli, verl_docker: Container, hook: Services) -> None:
     cli.set(VAD_STALL_MIN_SECONDS=3, VAD_STALL_FACTOR=5, VAD_STALL_STARTUP_SECONDS=120)
     write_control(verl_docker, {"hang": True, "fail_at_step": 3, "step_seconds": STEP_S})

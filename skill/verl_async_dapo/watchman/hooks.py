@@ -18,7 +18,7 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.outbox import Outbox
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
-from verl_async_dapo.watchman import evidence
+from verl_async_dapo.watchman import budget, evidence
 from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker
 
 log = logging.getLogger("verl_async_dapo.watchman")
@@ -79,6 +79,16 @@ class Watchman:
         lines = data.get("evidence", {}).get("last_log_lines", [])
         return {"category": ErrorCategory.STALLED.value, "kind": "no_progress", "line": None, "phase": None,
                 "excerpt": self.ctx.scrub("\n".join(lines[-20:]))[:2000]}  # fmt: skip
+
+    def gpu_hours_refusal(self, gpus: int) -> str | None:
+        """Why the next relaunch must not happen under VAD_MAX_GPU_HOURS (None: it may)."""
+        try:
+            cap = budget.max_gpu_hours(self.ctx.env)
+        except budget.BudgetConfigError as exc:
+            log.warning("%s; no GPU-hour cap", exc)
+            return None
+        spans = [(a.started_at, a.ended_at) for a in self.ctx.store.attempts(self.run_id) if a.status != "abandoned"]
+        return budget.over_gpu_hours(budget.gpu_hours_used(spans, gpus, time.time()), cap)
 
     def budget_exhausted(self, n: int, category: ErrorCategory, reason: str, relaunches: int, cap: int) -> None:
         self.ctx.store.add_event("error", "relaunch_budget_exhausted", reason, run_id=self.run_id,
