@@ -189,6 +189,13 @@ class SwanlabKeyForm(BaseModel):
     api_key: str = Field(min_length=1, max_length=512, description="SwanLab API key (Settings → API Key)")
 
 
+class NotifySinkForm(BaseModel):
+    """The form that asks the user for a bot's webhook URL and signing secret (the model never sees them)."""
+
+    url: str = Field(min_length=1, max_length=2048, description="The bot's webhook URL (from its settings)")
+    secret: str = Field("", max_length=512, description="Signing secret (Feishu, DingTalk SEC...); empty = none")
+
+
 # -- outputs -------------------------------------------------------------------------------
 
 
@@ -375,7 +382,10 @@ INSTRUCTIONS = (
     "skipped when the environment or the config file already configures it). get_session tells which question "
     "is next. start_training then returns at once with a run id and the SwanLab link; a background supervisor "
     "keeps the run going and recovers from GPU out-of-memory errors (offload, then recompute, resuming from the "
-    "last checkpoint). get_progress and check_errors report on a run; stop_training ends one."
+    "last checkpoint). get_progress and check_errors report on a run; stop_training ends one. "
+    "configure_notifications sets where the supervisor reports errors and hangs when nobody is watching "
+    "(webhook, Slack, Feishu, DingTalk, WeCom, desktop); while connected, run events also arrive as updates of "
+    "the resource verl-async-dapo://runs/{run_id}/log."
 )
 
 START_NEXT_STEP = (
