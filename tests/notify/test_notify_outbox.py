@@ -118,3 +118,19 @@ def test_the_payload_log_never_holds_a_secret(wired: AppContext, svc: Services) 
         assert CANARY_SECRET not in got.body.decode()
     for row in wired.store.outbox_rows(run_id):
         assert CANARY_SECRET not in (row.answer or "")
+
+
+def test_concurrent_steps_send_each_row_once(wired: AppContext, svc: Services) -> None:
+    # The supervisor's polling task and its end-of-run flush run at the same time.
+    run_id = _run(wired)
+    wired.store.add_event("error", "run_failed", "boom", run_id=run_id)
+    box = Outbox(wired, run_id)
+
+    async def both() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(box.step)
+        await box.flush(5)
+
+    anyio.run(both)
+    assert len(svc.of("slack")) == 1 and len(svc.of("feishu")) == 1

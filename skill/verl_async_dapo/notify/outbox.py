@@ -46,6 +46,8 @@ class Outbox:
         self._config: notify_config.NotifyConfig | None = None
         self._config_at = -1e9
         self._wake = anyio.Event()
+        # The polling task and the end-of-run flush both call step(): one at a time, or both would send a due row.
+        self._lock = anyio.Lock()
 
     def config(self) -> notify_config.NotifyConfig:
         if time.monotonic() - self._config_at >= CONFIG_TTL_SECONDS:
@@ -119,8 +121,9 @@ class Outbox:
 
     async def step(self) -> None:
         try:
-            self.scan()
-            await self.deliver_due()
+            async with self._lock:
+                self.scan()
+                await self.deliver_due()
         except Exception as exc:
             log.warning("notification outbox: %s", self.ctx.scrub(f"{type(exc).__name__}: {exc}"))
 
