@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from verl_async_dapo.watchman import budget
+from verl_async_dapo.watchman import budget, evidence
 from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker, stall_decision
 from verl_async_dapo.watchman.view import stall_state
 
@@ -96,3 +96,10 @@ def test_the_gpu_hour_cap() -> None:
     assert budget.over_gpu_hours(used, None) is None and budget.over_gpu_hours(used, 8.5) is None
     refusal = budget.over_gpu_hours(used, 8.0)
     assert refusal is not None and "8.00 of VAD_MAX_GPU_HOURS=8 used" in refusal
+
+
+def test_gpu_summary_reads_nvidia_smis_csv() -> None:
+    # `nvidia-smi --query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader` (units kept)
+    csv = "0, 0 %, 139012 MiB, 143771 MiB\n1, 97 %, 120554 MiB, 143771 MiB\n"
+    assert evidence.gpu_summary(csv) == "GPU0 0 %, 139012 MiB/143771 MiB; GPU1 97 %, 120554 MiB/143771 MiB"
+    assert evidence.gpu_summary("NVIDIA-SMI has failed because it couldn't communicate with the driver") is None
