@@ -175,3 +175,26 @@ def test_the_outbox_table_holds_no_secret(cli: Cli, verl_docker: Container, hook
     dump = "\n".join(db.iterdump())
     db.close()
     assert CANARY_SECRET not in dump and hook.url("webhook") not in dump
+
+
+def test_killed_while_the_service_holds_the_request_it_is_resent_with_the_same_idempotency_key(
+    cli: Cli, verl_docker: Container, hook: Services
+) -> None:
+    # The one at-least-once window (references/notifications.md §4): the service got the request, the supervisor
+    # died before recording the answer. Nothing is lost, and the repeat is recognisable as one.
+    hook.hold = 5.0
+    write_control(verl_docker, {"fail": "config", "step_seconds": STEP_S})
+    run_id = cli.start(verl_docker.name)["run_id"]
+    wait_until(lambda: hook.of("webhook") or None, "the request to arrive", 60, lambda: cli.explain(run_id))
+    pid = cli.run_row(run_id).supervisor_pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not proc_alive(pid), "the supervisor to die", 10)
+    assert [r.status for r in cli.store.outbox_rows(run_id)] == ["pending"]
+    hook.hold = 0.0
+    cli.status(run_id)  # heal: a supervisor that delivers what is still owed
+    wait_until(lambda: cli.store.outbox_rows(run_id)[0].status == "sent" or None, "the resend", 30,
+               lambda: cli.explain(run_id))  # fmt: skip
+    got = hook.of("webhook")
+    assert len(got) == 2 and {r.headers["idempotency-key"] for r in got} == {got[0].headers["idempotency-key"]}
+    assert [r.json()["event"] for r in got] == ["run_failed", "run_failed"]
