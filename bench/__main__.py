@@ -19,14 +19,16 @@ from typing import Any
 from bench import common, report
 
 FULL = {"sizes": {"10 MiB": 10 << 20, "100 MiB": 100 << 20, "1 GiB": 1 << 30}, "reps_fast": 30, "reps_slow": 5,
-        "oom_samples": 20, "naive": 2, "cold_reps": 25, "idle_s": 60.0, "prelaunch_reps": 5, "before": True}  # fmt: skip
+        "oom_samples": 20, "naive": 2, "cold_reps": 25, "idle_s": 60.0, "prelaunch_reps": 5, "before": True,
+        "notify_samples": 9, "hang_runs": 3}  # fmt: skip
 QUICK = {"sizes": {"10 MiB": 10 << 20}, "reps_fast": 10, "reps_slow": 2, "oom_samples": 2, "naive": 0,
-         "cold_reps": 2, "idle_s": 10.0, "prelaunch_reps": 1, "before": False}  # fmt: skip
+         "cold_reps": 2, "idle_s": 10.0, "prelaunch_reps": 1, "before": False,
+         "notify_samples": 3, "hang_runs": 1}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="1,2,3,4,5", help="comma-separated benchmark numbers (default: all)")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated benchmark numbers (default: all)")
     parser.add_argument("--quick", action="store_true", help="smallest sizes, few repetitions")
     parser.add_argument("--out", default=str(common.BENCH_DIR / "RESULTS.md"))
     parser.add_argument("--json", help="also write the raw results here")
@@ -85,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench import b5_prelaunch
 
         attempt("prelaunch", lambda: b5_prelaunch.run(image, cfg["prelaunch_reps"]))
+    if 6 in only:
+        from bench import b6_notify
+
+        attempt("notify", lambda: b6_notify.measure(image, cfg["notify_samples"], cfg["hang_runs"]))
     results["elapsed_s"] = time.time() - started
     text = report.render(results)
     Path(args.out).write_text(text, encoding="utf-8")

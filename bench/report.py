@@ -55,6 +55,10 @@ def render(results: dict[str, Any]) -> str:
         out += _idle(results["idle"])
     if "prelaunch" in results:
         out += _prelaunch(results["prelaunch"])
+    if "notify" in results:
+        from bench import b6_notify
+
+        out += b6_notify.section(results["notify"])
     for key, error in (results.get("errors") or {}).items():
         out += [f"## Benchmark `{key}` FAILED", "", "```", error, "```", ""]
     out += [line.replace("{before}", results.get("before", "?")) for line in CHANGES]
@@ -107,6 +111,10 @@ def _summary_rows(results: dict[str, Any]) -> list[str]:
         rows.append(_row(5, "stale override refused before launch", "< 3 s",
                          f"{fmt_s(pre.ours.median)}; {fmt_ratio(pre.ratio)} faster than a stand-in launch",
                          _ok(pre.ours.median < 3.0)))  # fmt: skip
+    if "notify" in results:
+        from bench import b6_notify
+
+        rows += b6_notify.summary_rows(results["notify"], _row, _ok)
     return rows
 
 

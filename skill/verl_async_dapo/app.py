@@ -49,6 +49,10 @@ class AppContext:
         return SecretStore(self.home / "secrets")
 
     @property
+    def notify_config_file(self) -> Path:
+        return self.config_home / "notify.json"
+
+    @property
     def swanlab_config_file(self) -> Path:
         return self.config_home / "swanlab.json"
 
@@ -62,7 +66,9 @@ class AppContext:
         # No secrets directory = nothing stored: do not create one just to redact (that fails on a full disk).
         stored = "secrets" in self.__dict__ or (self.home / "secrets").is_dir()
         values = list(self.secrets.known_values()) if stored else []
-        for name in ("SWANLAB_API_KEY",):
+        from verl_async_dapo.notify.config import secret_env_names  # webhook URLs and signing secrets
+
+        for name in ("SWANLAB_API_KEY", *secret_env_names()):
             if self.env.get(name):
                 values.append(self.env[name])
         for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):

@@ -22,6 +22,8 @@ class ErrorCategory(str, Enum):
     RESOURCES = "resources"
     TRACKING = "tracking"
     UNKNOWN = "unknown"
+    # Not found in a log but in its absence: no output for the stall window (watchman/stall.py).
+    STALLED = "stalled"
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,13 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
     ErrorCategory.UNKNOWN: CategoryInfo(
         "The run failed with an error this tool does not recognise.",
         "read the excerpt and the log tail; report it if it looks like a bug in verl",
+        False,
+    ),
+    ErrorCategory.STALLED: CategoryInfo(
+        "The training stopped making progress: no new step and no log output for the stall window (a hang: "
+        "a stuck collective, a dead rollout worker, a deadlocked data loader).",
+        "read the evidence in check_errors (GPU utilisation, py-spy stacks); stop and relaunch from the last "
+        "checkpoint, or set VAD_STALL_RELAUNCH=1 to let the supervisor do it",
         False,
     ),
 }

@@ -270,6 +270,48 @@ def cmd_containers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_notify(args: argparse.Namespace) -> int:
+    """Secrets never come from argv: a sink's URL (and secret) are read from the terminal without echo, or
+    from stdin (first line the URL, second the signing secret) when it is not a terminal."""
+    import anyio
+
+    from verl_async_dapo.notify.service import configure
+
+    url = secret = None
+    if args.add and args.add != "desktop":
+        url, secret = _read_sink_secrets(args.add)
+    report = anyio.run(lambda: configure(_ctx(), kind=args.add, url=url, secret=secret, events=args.events,
+                                         every_n_steps=args.every_n_steps, remove=args.remove, test=not args.no_test))  # fmt: skip
+    if args.json:
+        _print_json(report.model_dump())
+        return EXIT_OK
+    print(report.note)
+    for sink in report.sinks:
+        verdict = "" if not sink.tested else f": {'accepted' if sink.accepted else 'REFUSED'} — {sink.answer}"
+        print(f"  {sink.setting}{verdict}")
+    print(
+        f"events: {', '.join(report.events)}"
+        + (f" (every {report.every_n_steps} steps)" if report.every_n_steps else "")
+    )
+    return EXIT_OK if all(s.accepted is not False for s in report.sinks) else EXIT_FAIL
+
+
+def _read_sink_secrets(kind: str) -> tuple[str | None, str | None]:
+    import getpass
+
+    from verl_async_dapo.notify.formats import SIGNED_KINDS
+
+    signed = kind in {k.value for k in SIGNED_KINDS}
+    if sys.stdin.isatty():
+        url = getpass.getpass(f"{kind} webhook URL (not echoed): ").strip()
+        secret = getpass.getpass("signing secret (empty = none): ").strip() if signed else ""
+    else:
+        lines = sys.stdin.read().splitlines()
+        url = lines[0].strip() if lines else ""
+        secret = lines[1].strip() if len(lines) > 1 and signed else ""
+    return url or None, secret or None
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     from verl_async_dapo.supervisor import main
 
@@ -369,6 +411,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--names", action="store_true", help="names only, one per line")
     _add_json(p)
     p.set_defaults(func=cmd_containers)
+
+    p = sub.add_parser("notify", help="notifications: show, test, add or remove a sink (webhook, slack, feishu, …)")
+    p.add_argument(
+        "--add",
+        choices=["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"],
+        help="add (or replace) a sink: its URL/secret are read without echo (or from stdin), tested, saved",
+    )
+    p.add_argument("--remove", choices=["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"])
+    p.add_argument("--events", help="errors (default), plus succeeded and/or progress, or all")
+    p.add_argument("--every-n-steps", type=int, help="a progress notification every N steps (opt-in)")
+    p.add_argument("--no-test", action="store_true", help="do not send test messages to the configured sinks")
+    _add_json(p)
+    p.set_defaults(func=cmd_notify)
 
     p = sub.add_parser("supervise")  # internal: started detached by start; no help = not listed
     p.add_argument("run_id")

@@ -11,7 +11,10 @@
     │   │   ├── EnvError                an environment entry that would carry a secret
     │   │   ├── PlanError               the request cannot become a launch plan
     │   │   │   └── SecretLeakError
-    │   │   └── ShapeError              a model's config.json lacks what the memory estimate needs
+    │   │   ├── ShapeError              a model's config.json lacks what the memory estimate needs
+    │   │   ├── NotifyConfigError       a notification sink's setting
+    │   │   ├── StallConfigError        the hang-detection window's settings (VAD_STALL_*)
+    │   │   └── BudgetConfigError       the relaunch budget's settings (VAD_MAX_GPU_HOURS)
     │   └── SwanlabConfigError          (deliberately not a ValueError: see the class)
     ├── TargetError                     (a RuntimeError) Docker, the host or Ray could not do it
     │   ├── TargetUnavailable           the target cannot be reached at all
@@ -101,6 +104,18 @@ class SecretLeakError(PlanError):
 
 class ShapeError(UserInputError):
     """config.json lacks what the estimate needs; the message names the key."""
+
+
+class NotifyConfigError(UserInputError):
+    """A notification setting is wrong; the message says what to fix and never shows a URL or secret."""
+
+
+class StallConfigError(UserInputError):
+    """A hang-detection setting (VAD_STALL_*) is not a valid number; the message names the variable."""
+
+
+class BudgetConfigError(UserInputError):
+    """A relaunch-budget setting (VAD_MAX_GPU_HOURS) is not a valid number; the message names the variable."""
 
 
 class SwanlabConfigError(InputError):

@@ -38,6 +38,7 @@ from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy, StoreE
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
+from verl_async_dapo.watchman.view import stall_state
 from verl_async_dapo.wording import Face, Say, Term, Text, either, render, setting, tool
 
 logger = logging.getLogger(__name__)
@@ -288,7 +289,11 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
     A supervisor that keeps dying (our bug, or a broken environment) is not restarted forever: after
     MAX_SUPERVISOR_RESTARTS in RESTART_WINDOW_SECONDS the run is marked failed with where to look.
     """
-    if run.status not in ACTIVE_RUN_STATUSES or supervisor_alive(ctx, run.id):
+    if run.status not in ACTIVE_RUN_STATUSES:
+        if ctx.store.outbox_pending(run.id) and not supervisor_alive(ctx, run.id):
+            spawn_supervisor(ctx, run.id)  # it only delivers the ended run's pending notifications, then exits
+        return False
+    if supervisor_alive(ctx, run.id):
         return False
     since = time.time() - RESTART_WINDOW_SECONDS
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
@@ -350,8 +355,11 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
     if watched and current is not None and current.job and await _job_ended(JobHandle(**current.job)):
         status = "finishing"
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
+                        status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     return {
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
+        "stalled": bool(stall and stall["stalled"]), "stalled_for_seconds": stall["stalled_for_seconds"] if stall else None,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
         "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
         "phase": progress.get("phase"),
@@ -414,8 +422,11 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
         })  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
+                        run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
-            "suggestions": run.suggestions}  # fmt: skip
+            "suggestions": run.suggestions, "stall": stall}  # fmt: skip
 
 
 # How much of the current attempt's log check_errors reads for non-fatal findings.

@@ -41,9 +41,11 @@ from verl_async_dapo.server_menu import container_menu
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
 if TYPE_CHECKING:
     from verl_async_dapo import run_charts, runs, sessions
+    from verl_async_dapo.notify import service as notify_service
 else:
     runs = lazy_module("verl_async_dapo.runs")
     run_charts = lazy_module("verl_async_dapo.run_charts")
+    notify_service = lazy_module("verl_async_dapo.notify.service")
     sessions = lazy_module("verl_async_dapo.sessions")
 
 # start_training's parameters, named as TrainingSettings fields (None = environment/default).
@@ -240,6 +242,56 @@ async def configure_swanlab(
         ),
         session=_session(new_view),
     )  # fmt: skip
+
+
+# -- notifications ------------------------------------------------------------------------
+
+
+async def _ask_notify_sink(
+    kind: str | None, url: str | None, ctx: Context[AppContext]
+) -> Elicit[wire.NotifySinkForm] | NotAsked:
+    """Ask the user for the URL (and secret) in the client's form, so neither passes through the model."""
+    if kind is None or kind == "desktop" or url:
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
+    return Elicit(f"{kind} bot for verl-async-dapo notifications: its webhook URL, and its signing secret if it "
+                  "has one (both go to the verl-async-dapo server only)", wire.NotifySinkForm)  # fmt: skip
+
+
+@tool("Configure notifications", read_only=False, idempotent=True, open_world=True)
+async def configure_notifications(
+    ctx: Context[AppContext],
+    sink_answer: Annotated[ElicitationResult[wire.NotifySinkForm], Resolve(_ask_notify_sink)],
+    kind: wire.NotifyKindArg = None,
+    url: wire.NotifyUrlArg = None,
+    secret: wire.NotifySecretArg = None,
+    events: wire.NotifyEventsArg = None,
+    every_n_steps: wire.NotifyEveryArg = None,
+    remove: wire.NotifyKindArg = None,
+    test: wire.NotifyTestArg = True,
+) -> wire.NotifyOut:
+    """Where the supervisor tells the user about trouble when no agent is watching: a generic JSON webhook,
+    Slack, Feishu/Lark, DingTalk, WeCom bot or a desktop notification. With kind (+ url, + secret for
+    signed bots; where the client shows forms the user enters them there instead) it sends a test message
+    and saves the sink only if the service accepted it, reporting the service's answer. Without arguments it shows what is configured (environment > config file) and tests it.
+    Errors only by default (OOM relaunch, failure, stall, target gone, relaunch budget exhausted); events adds
+    succeeded / progress. URLs and secrets go to the secret store and are never shown."""
+    app = app_of(ctx)
+    if isinstance(sink_answer, AcceptedElicitation) and isinstance(sink_answer.data, wire.NotifySinkForm):
+        url, secret = sink_answer.data.url, sink_answer.data.secret or None
+    elif not isinstance(sink_answer, AcceptedElicitation):
+        raise ToolError("the user declined to enter the webhook URL; nothing was changed")
+    elif kind not in (None, "desktop") and not url:
+        raise ToolError(f"the {kind} sink needs its webhook URL and this client cannot show the user a form for it: "
+                        "ask the user and pass url (and secret), or set VAD_NOTIFY_* in the server's environment")  # fmt: skip
+    with service_errors(app):
+        report = await notify_service.configure(app, kind=kind, url=url, secret=secret, events=events,
+                                                every_n_steps=every_n_steps, remove=remove, test=test)  # fmt: skip
+    out = wire.NotifyOut.model_validate(report.model_dump())
+    for sink in out.sinks:
+        sink.answer = app.scrub(sink.answer) if sink.answer else None
+    return out
 
 
 # -- the run ------------------------------------------------------------------------------

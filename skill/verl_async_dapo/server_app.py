@@ -68,17 +68,28 @@ def lazy_module(name: str) -> ModuleType:
 # The AppContexts of the lifespans now running. Static resources get no Context in the SDK,
 # so the session resource reads the innermost one from here.
 live_apps: list[AppContext] = []
+pushers: dict[int, Any] = {}  # id(AppContext) → its server_push.Pusher
 
 
 @asynccontextmanager
-async def app_lifespan(_server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
-    """One AppContext per server process, built from the environment, closed at shutdown."""
+async def app_lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
+    """One AppContext per server process, built from the environment, closed at shutdown; and the task that
+    pushes run events to connected agents (server_push; idle until the first tool call)."""
+    from verl_async_dapo.server_push import Pusher
+
     app = AppContext.from_environment()
     live_apps.append(app)
+    pushers[id(app)] = pusher = Pusher(server)
     logger.info("verl-async-dapo MCP server: state in %s", app.home)
     try:
-        yield app
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pusher.run, app)
+            try:
+                yield app
+            finally:
+                tg.cancel_scope.cancel()
     finally:
+        pushers.pop(id(app), None)
         live_apps.remove(app)
         app.close()
 
@@ -103,8 +114,15 @@ finally:
 
 
 def app_of(ctx: Context[AppContext]) -> AppContext:
-    """The AppContext of the lifespan serving this request."""
-    return ctx.request_context.lifespan_context
+    """The AppContext of the lifespan serving this request (and this session noted for event pushes)."""
+    app = ctx.request_context.lifespan_context
+    pusher = pushers.get(id(app))
+    if pusher is not None:
+        try:
+            pusher.saw(ctx.session, ctx.protocol_version)
+        except Exception:  # a push is a convenience: never a tool's failure
+            logger.debug("could not note the session for pushes", exc_info=True)
+    return app
 
 
 @contextmanager

@@ -13,6 +13,36 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verl_async_dapo.features import FEATURE_ORDER
+from verl_async_dapo.server_models_watch import (
+    NotifyEventsArg as NotifyEventsArg,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifyEveryArg as NotifyEveryArg,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifyKindArg as NotifyKindArg,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifyOut as NotifyOut,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifySecretArg as NotifySecretArg,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifySinkForm as NotifySinkForm,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifySinkOut as NotifySinkOut,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifyTestArg as NotifyTestArg,
+)
+from verl_async_dapo.server_models_watch import (
+    NotifyUrlArg as NotifyUrlArg,
+)
+from verl_async_dapo.server_models_watch import (
+    StallOut as StallOut,
+)
 
 if TYPE_CHECKING:
     from verl_async_dapo.sessions import CreateSpec
@@ -310,6 +340,8 @@ class ProgressOut(_Out):
         "recorded) / succeeded / failed / stopped"
     )
     attempt: int = Field(description="Current attempt number (1 = first launch; more after OOM recovery)")
+    stalled: bool = Field(False, description="No new step and no log output for the stall window (a hang)")
+    stalled_for_seconds: float | None = Field(None, description="How long the stalled run has been silent")
     step: int | None = None
     total_steps: int | None = None
     percent: float | None = None
@@ -379,6 +411,7 @@ class ErrorsOut(_Out):
         description="Non-fatal findings in the current attempt's log while training goes on (e.g. the tracker "
         "rejecting metric uploads: the run continues, metrics are not uploaded)",
     )
+    stall: StallOut | None = Field(None, description="The current attempt's latest stall and its evidence bundle")
 
 
 class StopOut(_Out):
@@ -400,7 +433,10 @@ INSTRUCTIONS = (
     "skipped when the environment or the config file already configures it). get_session tells which question "
     "is next. start_training then returns at once with a run id and the SwanLab link; a background supervisor "
     "keeps the run going and recovers from GPU out-of-memory errors (offload, then recompute, resuming from the "
-    "last checkpoint). get_progress and check_errors report on a run; stop_training ends one."
+    "last checkpoint). get_progress and check_errors report on a run; stop_training ends one. "
+    "configure_notifications sets where the supervisor reports errors and hangs when nobody is watching "
+    "(webhook, Slack, Feishu, DingTalk, WeCom, desktop); while connected, run events also arrive as updates of "
+    "the resource verl-async-dapo://runs/{run_id}/log."
 )
 
 START_NEXT_STEP = (

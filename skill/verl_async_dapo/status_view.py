@@ -37,6 +37,9 @@ def render_bar(progress: dict[str, Any]) -> str:
 
 def render_status(progress: dict[str, Any]) -> str:
     lines = [f"run {progress['run_id']}", render_bar(progress)]
+    if progress.get("stalled"):
+        lines.append(f"STALLED: no new step and no log output for {_duration(progress.get('stalled_for_seconds'))}"
+                     f" — `verl-async-dapo errors {progress['run_id']}` shows the evidence")  # fmt: skip
     if progress.get("features"):
         lines.append("features: " + ", ".join(progress["features"]))
     if progress.get("eta_basis") and progress.get("status") not in FINAL:
@@ -82,11 +85,30 @@ def render_errors(report: dict[str, Any]) -> str:
         lines.append(f"warning (attempt {warning['attempt']}, training goes on): {warning['category']}/"
                      f"{warning['kind']} x{warning['count']} — {warning['explanation']}")  # fmt: skip
         lines.append(f"  fix: {warning['fix']}")
+    lines += _stall_lines(report.get("stall"))
     if report.get("final_reason"):
         lines.append(f"result: {report['final_reason']}")
     for tip in report.get("suggestions") or []:
         lines.append(f"  - {tip}")
     return "\n".join(lines)
+
+
+def _stall_lines(stall: dict[str, Any] | None) -> list[str]:
+    if not stall:
+        return []
+    head = "stalled" if stall.get("stalled") else "stalled earlier"
+    lines = [f"{head}: at step {stall.get('step')}, window {_duration(stall.get('window_seconds'))}"
+             + (f", silent for {_duration(stall['stalled_for_seconds'])}" if stall.get("stalled_for_seconds") else "")]
+    evidence = stall.get("evidence") or {}
+    if stall.get("gpu_util"):
+        lines.append(f"  GPUs: {stall['gpu_util']}")
+    for line in (evidence.get("processes") or [])[:8]:
+        lines.append(f"  proc: {line}")
+    if evidence.get("py_spy"):
+        lines += ["  py-spy:", *("    " + line for line in str(evidence["py_spy"]).splitlines()[:40])]
+    for line in (evidence.get("last_log_lines") or [])[-8:]:
+        lines.append(f"    | {line}")
+    return lines
 
 
 async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:

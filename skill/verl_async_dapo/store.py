@@ -19,9 +19,9 @@ from typing import Any
 
 from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
-from verl_async_dapo.store_db import Database
+from verl_async_dapo.store_outbox import OutboxRow, OutboxStore
 
-__all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
+__all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
 
 _MIGRATIONS: tuple[str, ...] = (
     # 1: the initial schema.
@@ -64,6 +64,17 @@ _MIGRATIONS: tuple[str, ...] = (
     # 2: a session given up before its run started (e.g. `start` failed its preflight) is no longer current.
     """
     ALTER TABLE sessions ADD COLUMN abandoned_at REAL;
+    """,
+    # 3 (notification outbox): one row per (event, sink), written before the send and marked after it, so a
+    # supervisor killed mid-send and restarted sends what is pending and never what was answered.
+    """
+    CREATE TABLE notify_outbox (
+        event_id INTEGER NOT NULL REFERENCES events(id), sink TEXT NOT NULL, run_id TEXT,
+        status TEXT NOT NULL DEFAULT 'pending', tries INTEGER NOT NULL DEFAULT 0,
+        next_at REAL NOT NULL, sent_at REAL, answer TEXT,
+        PRIMARY KEY (event_id, sink)
+    );
+    CREATE INDEX notify_outbox_due ON notify_outbox(run_id, status, next_at);
     """,
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -130,7 +141,7 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-class Store(Database):
+class Store(OutboxStore):
     """The state store: sessions, answers, runs, attempts, events (connections and waits: ``store_db``)."""
 
     def _prepare(self) -> None:
@@ -313,9 +324,10 @@ class Store(Database):
     # -- events -----------------------------------------------------------------------------
 
     def add_event(self, level: str, kind: str, message: str, *, session_id: str | None = None,
-                  run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
+                  run_id: str | None = None, data: dict[str, Any] | None = None) -> int:  # fmt: skip
+        """Append an event; returns its id."""
         with self.transaction() as conn:
-            _event(conn, level, kind, message, session_id=session_id, run_id=run_id, data=data)
+            return _event(conn, level, kind, message, session_id=session_id, run_id=run_id, data=data)
 
     def events(self, run_id: str | None = None, *, after_id: int = 0, limit: int = 200) -> list[EventRow]:
         if run_id is None:
@@ -326,16 +338,24 @@ class Store(Database):
             )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
 
+    def last_event_id(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
+
+    def event(self, event_id: int) -> EventRow | None:
+        r = self._conn.execute("SELECT * FROM events WHERE id=?", (event_id,)).fetchone()
+        return None if r is None else EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7]))
+
     def integrity_ok(self) -> bool:
         return bool(self._query("PRAGMA integrity_check")[0][0] == "ok")
 
 
 def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, session_id: str | None = None,
-           run_id: str | None = None, data: dict[str, Any] | None = None) -> None:  # fmt: skip
-    conn.execute(
+           run_id: str | None = None, data: dict[str, Any] | None = None) -> int:  # fmt: skip
+    cursor = conn.execute(
         "INSERT INTO events (ts, session_id, run_id, level, kind, message, data) VALUES (?,?,?,?,?,?,?)",
         (time.time(), session_id, run_id, level, kind, message, None if data is None else _dumps(data)),
     )
+    return int(cursor.lastrowid or 0)
 
 
 def _check_transition(what: str, kind: type[RunStatus] | type[AttemptStatus], current: str | None, new: Any,

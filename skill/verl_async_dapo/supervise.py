@@ -18,6 +18,7 @@ from verl_async_dapo.app import AppContext
 from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.store import StoreBusy
 from verl_async_dapo.supervisor import Supervisor
+from verl_async_dapo.watchman.hooks import Watchman
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -71,6 +72,8 @@ def _supervise(ctx: AppContext, run_id: str) -> int:
         try:
             row = ctx.store.run(run_id)
             if row is None or row.status not in ("starting", "running", "retrying"):
+                if row is not None and ctx.store.outbox_pending(run_id):  # an ended run's notifications still owed
+                    anyio.run(Watchman.flush_only, ctx, run_id)
                 return 0
             final = anyio.run(Supervisor(ctx, run_id).run)
             log.info("run %s ended: %s", run_id, final)

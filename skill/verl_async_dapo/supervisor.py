@@ -34,6 +34,8 @@ from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import LaunchPlan, PlanError, checkpoint_dir_for, override_diff
+from verl_async_dapo.watchman.hooks import Watchman
+from verl_async_dapo.watchman.stall import stall_decision
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -65,6 +67,8 @@ class Supervisor:
         self._unsaved: tuple[ProgressParser, int] | None = None  # parsed but not yet written progress
         self._last_save = 0.0
         self._progress = ProgressWriter(ctx, run_id)
+        # Notifications (outbox) and hang detection: hooks in watchman/, so this file keeps the attempt loop.
+        self.watchman = Watchman(ctx, run_id, self.target, self.settings.train_steps)
 
     # -- the main loop ------------------------------------------------------------------
 
@@ -77,7 +81,9 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._heartbeat)
+            tg.start_soon(self.watchman.run)
             final = await self._drive()
+            await self.watchman.outbox.flush()  # the final event's notifications, before this process ends
             tg.cancel_scope.cancel()
         return final
 
@@ -124,20 +130,32 @@ class Supervisor:
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
         relaunches = sum(a.n < attempt.n and a.status != "abandoned" for a in self.ctx.store.attempts(self.run_id))
-        decision = policy.decide(
-            config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
-            base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
-            kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
-        )  # fmt: skip
+        if category is ErrorCategory.STALLED:  # stopped by the watchman (opt-in): same budget as OOM recovery
+            decision = stall_decision(config, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
+                                      relaunch=self.watchman.settings.relaunch)  # fmt: skip
+        else:
+            decision = policy.decide(
+                config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
+                base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
+                kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
+            )  # fmt: skip
+        refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
+        if refusal is not None:  # the optional GPU-hour cap of the same budget
+            decision = policy.Decision(False, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
         recorded = {"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
                     "suggestions": list(decision.suggestions)}  # fmt: skip
         self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded)
         if not decision.relaunch or decision.next_config is None:
+            if "reached" in decision.reason and category is not None:  # the one relaunch budget ran out
+                self.watchman.budget_exhausted(attempt.n, category, decision.reason, relaunches,
+                                               self.settings.max_oom_retries)  # fmt: skip
             return self._finish("failed", decision.reason, list(decision.suggestions))
         self.ctx.store.update_run(self.run_id, status="retrying")
         self.ctx.store.add_event(
             "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
-            run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes)},
+            run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes),
+                                      "category": category.value if category else None, "relaunch": relaunches + 1,
+                                      "max_relaunches": self.settings.max_oom_retries},
         )  # fmt: skip
         # Independent: the old job's cleanup and the checkpoint check run at once.
         box: dict[str, resume_check.CheckpointState] = {}
@@ -258,11 +276,13 @@ class Supervisor:
         reader = await AttemptLog.open(self.target, handle, from_start=attempt.n in self._launched)
         parser = reader.parser
         tail: dict[str, Any] = {}
+        self.watchman.attempt_started(attempt.n, handle)
         while True:
             ended_cleanly = False
             try:
                 async for chunk in self.target.follow(handle, from_offset=reader.position):  # resumes where it broke
                     reader.take(chunk)
+                    self.watchman.output(reader.parser)
                     if time.monotonic() - self._last_save >= PROGRESS_WRITE_SECONDS:
                         self._save_progress(parser, attempt.n)
                     else:  # the heartbeat writes it if no chunk follows (a step's last lines, then silence)
@@ -285,11 +305,14 @@ class Supervisor:
                 log.warning("could not read the end of the log (%s); progress may lag", exc)
         self._save_progress(parser, attempt.n)
         self._unsaved = None
+        self.watchman.attempt_ended()
         if self._target_gone is not None:
             error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "target_gone", "line": None,
                      "excerpt": self.ctx.scrub(self._target_gone)}  # fmt: skip
             status_name = "stopped" if self._stop_flag() else "failed"
             self.ctx.store.update_attempt(self.run_id, attempt.n, status=status_name, error=error, ended_at=time.time())
+            if status_name == "failed":
+                self.watchman.target_gone(attempt.n, error["excerpt"])
             return
         if not tail:
             await self._read_tail_into(handle, tail)
@@ -307,11 +330,12 @@ class Supervisor:
             )
             return
         found = classify(text).primary
-        error = None
-        if found is not None:
+        # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
+        error = self.watchman.stalled_error(attempt.n)
+        if error is None and found is not None:
             error = {"category": found.category.value, "kind": found.kind, "line": found.line,
                      "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase}  # fmt: skip
-        elif exit_code is None:
+        elif error is None and exit_code is None:
             error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
                      "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
         self.ctx.store.update_attempt(

@@ -53,3 +53,13 @@ def test_prelaunch_rejection_once(test_image: str) -> None:
     assert "ppo_micro_batch_size_per_gpus" in bench.ours_error
     assert "ppo_micro_batch_size_per_gpus" in bench.theirs_error
     assert len(bench.ours.values) == len(bench.theirs.values) == 1
+
+
+def test_notify_latency_and_hang_flag_once(test_image: str) -> None:
+    from bench import b6_notify
+
+    bench = b6_notify.measure(test_image, samples=1, hang_runs=1, window_s=3.0)
+    assert len(bench.latencies) == 1 and bench.latencies[0] > 0  # the webhook arrived after the traceback
+    (flag,) = bench.hang_flags
+    assert flag >= 3.0  # never before the configured window
+    assert "## 6. Notifications and hang detection" in "\n".join(b6_notify.section(bench))

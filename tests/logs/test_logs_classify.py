@@ -40,7 +40,8 @@ def _expected(path: Path) -> tuple[str, str | None]:
 
 def test_the_corpus_covers_every_category_and_healthy_logs() -> None:
     categories = {_expected(path)[0] for path in CORPUS_FILES}
-    assert categories >= {category.value for category in ErrorCategory} | {"none"}
+    # STALLED is found in a log's silence (watchman/stall.py), never in its text.
+    assert categories >= {c.value for c in ErrorCategory if c is not ErrorCategory.STALLED} | {"none"}
 
 
 @pytest.mark.parametrize("path", CORPUS_FILES, ids=[path.stem for path in CORPUS_FILES])

@@ -21,6 +21,7 @@ EXPECTED_TOOLS = [
     "set_proxy",
     "choose_features",
     "configure_swanlab",
+    "configure_notifications",
     "start_training",
     "get_progress",
     "check_errors",

@@ -89,3 +89,17 @@ def test_status_says_what_the_eta_is_based_on() -> None:
     text = render_status(progress(step=3, total_steps=6, eta_seconds=30.0, seconds_per_step=10.0,
                                   eta_basis="wall clock between step lines (includes validation and checkpoint time)"))  # fmt: skip
     assert "ETA from 10 s/step, wall clock between step lines (includes validation and checkpoint time)" in text
+
+def test_a_stalled_run_says_so_with_its_evidence() -> None:
+    text = render_status(progress(status="running", stalled=True, stalled_for_seconds=1500.0))
+    assert "STALLED: no new step and no log output for 25:00" in text and "verl-async-dapo errors run_x" in text
+    report = {"run_id": "run_x", "status": "running", "final_reason": None, "suggestions": [], "attempts": [],
+              "stall": {"stalled": True, "step": 7, "window_seconds": 1200.0, "stalled_for_seconds": 1500.0,
+                        "gpu_util": "GPU0 0 %, 61000 MiB/81559 MiB",
+                        "evidence": {"processes": ["123 Sl 25:01 0.0 1024 python3 -m recipe.dapo.main_dapo"],
+                                     "py_spy": "Thread 123 (idle): MainThread\n    wait (threading.py:320)",
+                                     "last_log_lines": ["step:7 - actor/pg_loss:0.1"]}}}  # fmt: skip
+    lines = render_errors(report).splitlines()
+    assert "stalled: at step 7, window 20:00, silent for 25:00" in lines
+    assert "  GPUs: GPU0 0 %, 61000 MiB/81559 MiB" in lines
+    assert "    Thread 123 (idle): MainThread" in lines and "    | step:7 - actor/pg_loss:0.1" in lines

@@ -1,0 +1,1 @@
+"""Notifications: sinks (webhook, Slack, Feishu, DingTalk, WeCom, desktop), their configuration, the outbox."""

@@ -1,0 +1,81 @@
+"""Which recorded events become notifications, and their words (pure: the store rows come in as dicts).
+
+"Errors only" by default: an OOM relaunch, a failed run, a stalled run, a vanished target, an exhausted
+relaunch budget, a supervisor crash. Opt-in: ``succeeded`` (the run finished) and ``progress`` (every N steps).
+Every message names the run, the target and the one command (and MCP tool) to look closer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl_async_dapo.notify.formats import Notice
+
+ERROR_EVENTS = frozenset({
+    "oom_recovery", "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted", "supervisor_error",
+})  # fmt: skip
+OPT_IN = {"run_succeeded": "succeeded", "progress_step": "progress"}
+
+
+def wanted(kind: str, opt_ins: tuple[str, ...]) -> bool:
+    return kind in ERROR_EVENTS or OPT_IN.get(kind, "") in opt_ins
+
+
+def look_closer(kind: str, run_id: str | None) -> str:
+    rid = run_id or ""
+    if kind in ("progress_step", "run_succeeded"):
+        return f"verl-async-dapo status {rid} (MCP: get_progress run_id={rid})".replace("  ", " ")
+    return f"verl-async-dapo errors {rid} (MCP: check_errors run_id={rid})".replace("  ", " ")
+
+
+def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any] | None) -> Notice:
+    """``event``: id, kind, level, message, run_id, data (an EventRow as a dict)."""
+    kind, data, run_id = event["kind"], event.get("data") or {}, event.get("run_id")
+    where = f"run {run_id} on {target}" if target else f"run {run_id}"
+    text = event["message"]
+    if kind == "oom_recovery":
+        category = data.get("category", "oom")
+        changes = ", ".join(data.get("changes", [])) or "the next memory-saving step"
+        k, n = data.get("relaunch"), data.get("max_relaunches")
+        budget = f" (relaunch {k} of {n})" if k and n is not None else ""
+        title = f"[verl] {category} in attempt {data.get('attempt')}: relaunching{budget}"
+        text = (
+            f"{where}: attempt {data.get('attempt')} hit {category}; relaunching with {changes}, resuming from "
+            "the last checkpoint."
+        )
+    elif kind == "run_failed":
+        title = f"[verl] training failed: {where}"
+        parts = [event["message"]]
+        if last_error and last_error.get("excerpt"):
+            parts.append("Log: " + str(last_error["excerpt"])[-600:])
+        tips = data.get("suggestions") or []
+        if tips:
+            parts.append("Try: " + "; ".join(str(t) for t in tips[:3]))
+        text = "\n".join(parts)
+    elif kind == "run_stalled":
+        minutes = (data.get("silent_seconds") or 0) / 60
+        title = f"[verl] training stalled: {where}"
+        util = data.get("gpu_util")
+        evidence = f"; GPU utilisation {util}" if util else ""
+        text = (
+            f"no new step and no log output for {minutes:.0f} min (window {data.get('window_seconds', 0) / 60:.0f} "
+            f"min) at step {data.get('step')}{evidence}. {data.get('action', '')}".strip()
+        )
+    elif kind == "target_gone":
+        title = f"[verl] target gone: {where}"
+    elif kind == "relaunch_budget_exhausted":
+        title = f"[verl] relaunch budget exhausted: {where}"
+    elif kind == "run_succeeded":
+        title = f"[verl] training finished: {where}"
+    elif kind == "progress_step":
+        title = f"[verl] step {data.get('step')}/{data.get('total') or '?'}: {where}"
+        metrics = data.get("metrics") or {}
+        shown = [f"{k}={metrics[k]}" for k in ("critic/score/mean", "response_length/mean") if k in metrics]
+        text = ", ".join(shown) or event["message"]
+    elif kind == "test":
+        title = "[verl] test notification from verl-async-dapo"
+    else:
+        title = f"[verl] {kind}: {where}"
+    return Notice(event_id=int(event["id"]), kind=kind, level=event.get("level", "info"), title=title, text=text,
+                  run_id=run_id, target=target, look_closer=look_closer(kind, run_id) if run_id else None,
+                  data=dict(data))  # fmt: skip

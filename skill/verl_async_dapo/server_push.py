@@ -1,0 +1,101 @@
+"""While an agent is connected, the MCP server pushes the runs' notify-worthy events to it (no polling needed).
+
+The supervisor records every event in the state store; this task (started by the server's lifespan, active
+from the first tool call on) reads the new ones once a second and, for each event the notification sinks
+would send (errors, plus a finished run):
+
+- publishes a resource-updated event for the run's resource ``verl-async-dapo://runs/{run_id}/log`` on the
+  SDK's subscription bus: 2026-07-28 clients receive it over ``subscriptions/listen``;
+- on handshake-era connections (2025-11-25 and earlier, which still have them) sends
+  ``notifications/resources/updated`` for the same URI and a ``notifications/message`` log notification
+  whose data is the event (kind, run, target, title, text, the one tool to look closer).
+
+A handshake-era connection is remembered when it calls a tool (the SDK's ``ServerSession`` is a per-request
+proxy; its connection's standalone channel outlives the request), at most ``MAX_SESSIONS`` of them, and
+forgotten when a push to it fails (a closed connection). A failed push is logged and dropped: the agent can
+always ask get_progress / check_errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import anyio
+
+from verl_async_dapo.app import AppContext
+
+log = logging.getLogger("verl_async_dapo.server")
+
+PUSH_SECONDS = 1.0
+MODERN = "2026-07-28"
+LOGGER_NAME = "verl-async-dapo"
+MAX_SESSIONS = 32
+PUSHED_EXTRA = frozenset({"run_succeeded", "stall_cleared"})
+
+
+def run_uri(run_id: str) -> str:
+    return f"verl-async-dapo://runs/{run_id}/log"
+
+
+class Pusher:
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._legacy: dict[int, Any] = {}  # id(connection) → the latest session proxy on it
+        self._active = anyio.Event()
+
+    def saw(self, session: Any, protocol_version: str | None) -> None:
+        """Called on every tool call: start pushing, and remember a handshake-era session."""
+        if not self._active.is_set():
+            self._active.set()
+        if session is not None and (protocol_version or "") < MODERN:
+            key = id(getattr(session, "_connection", session))
+            self._legacy.pop(key, None)
+            self._legacy[key] = session
+            while len(self._legacy) > MAX_SESSIONS:
+                self._legacy.pop(next(iter(self._legacy)))
+
+    async def run(self, app: AppContext) -> None:
+        await self._active.wait()
+        cursor = app.store.last_event_id()  # push what happens from now on; the agent asks for the past
+        while True:
+            await anyio.sleep(PUSH_SECONDS)
+            try:
+                cursor = await self._push_new(app, cursor)
+            except Exception as exc:  # never the server's end
+                log.warning("event push: %s", app.scrub(f"{type(exc).__name__}: {exc}"))
+
+    async def _push_new(self, app: AppContext, cursor: int) -> int:
+        from verl_async_dapo.notify.events import ERROR_EVENTS, render
+
+        for event in app.store.events(None, after_id=cursor, limit=200):
+            cursor = event.id
+            if event.run_id is None or (event.kind not in ERROR_EVENTS and event.kind not in PUSHED_EXTRA):
+                continue
+            run = app.store.run(event.run_id)
+            notice = render({"id": event.id, "kind": event.kind, "level": event.level, "message": event.message,
+                             "run_id": event.run_id, "data": event.data}, run.target if run else None, None)  # fmt: skip
+            payload = {"event": event.kind, "run_id": event.run_id, "target": notice.target,
+                       "title": app.scrub(notice.title), "text": app.scrub(notice.text),
+                       "look_closer": notice.look_closer, "resource": run_uri(event.run_id)}  # fmt: skip
+            await self._publish(run_uri(event.run_id), payload, event.level)
+        return cursor
+
+    async def _publish(self, uri: str, payload: dict[str, Any], level: str) -> None:
+        from mcp.shared.exceptions import MCPDeprecationWarning
+        from mcp.shared.subscriptions import ResourceUpdated
+
+        bus = getattr(self._server, "_subscriptions", None)
+        if bus is not None:
+            await bus.publish(ResourceUpdated(uri=uri))
+        for key, session in list(self._legacy.items()):
+            try:
+                await session.send_resource_updated(uri)
+                with warnings.catch_warnings():  # deprecated in 2026-07-28 (SEP-2577), still in these versions
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await session.send_log_message(level="error" if level == "error" else "warning", data=payload,
+                                                   logger=LOGGER_NAME)  # fmt: skip
+            except Exception as exc:  # a closed connection
+                log.info("push to a session failed (%s); forgetting it", type(exc).__name__)
+                self._legacy.pop(key, None)

@@ -1,0 +1,84 @@
+"""configure_notifications over MCP (both protocol eras): the test message reaches the service stand-in on
+127.0.0.1 and its answer comes back; the URL and the signing secret never appear in any tool output."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.types import ElicitResult
+from mcp_helpers import ok, refused, result_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notify"))
+from notify_services import CANARY_SECRET, Services, services
+
+
+@pytest.fixture
+def svc() -> Iterator[Services]:
+    with services(feishu=CANARY_SECRET) as state:
+        yield state
+
+
+async def test_add_a_signed_feishu_bot_and_list_it(connect: Callable[..., Any], svc: Services) -> None:
+    async with connect() as client:
+        added = await client.call_tool("configure_notifications",
+                                       {"kind": "feishu", "url": svc.url("feishu"), "secret": CANARY_SECRET})  # fmt: skip
+        text = result_text(added)
+        assert not added.is_error, text
+        (sink,) = added.structured_content["sinks"]
+        assert sink["accepted"] is True and sink["answer"] == "HTTP 200, code 0: success"
+        assert sink["setting"] == "feishu 127.0.0.1; signed (from argument)"
+        assert CANARY_SECRET not in text and "hook-id" not in text
+        listed = await ok(client, "configure_notifications", {})
+        assert [s["kind"] for s in listed["sinks"]] == ["feishu"] and listed["sinks"][0]["accepted"] is True
+        assert listed["events"] == ["errors"]
+    assert [r.verdict for r in svc.of("feishu")] == ["ok", "ok"]
+
+
+async def test_a_wrong_secret_is_refused_with_the_services_answer(connect: Callable[..., Any], svc: Services) -> None:
+    async with connect() as client:
+        message = await refused(client, "configure_notifications",
+                                {"kind": "feishu", "url": svc.url("feishu"), "secret": "wrong-" + CANARY_SECRET[:4]})  # fmt: skip
+        assert "code 19021" in message and "nothing was saved" in message
+        listed = await ok(client, "configure_notifications", {})
+        assert listed["sinks"] == [] and "no notification sink" in listed["note"]
+
+
+async def test_bad_arguments_are_refused(connect: Callable[..., Any]) -> None:
+    async with connect() as client:
+        assert "needs its webhook URL" in await refused(client, "configure_notifications", {"kind": "slack"})
+        assert "unknown notification events" in await refused(client, "configure_notifications",
+                                                                  {"events": "nope"})  # fmt: skip
+
+
+class Form:
+    """The user's side of the form: answers (or declines) and records what it was asked."""
+
+    def __init__(self, action: str, content: dict[str, Any] | None = None) -> None:
+        self.action, self.content, self.asked = action, content, []  # type: list[str]
+
+    async def __call__(self, _ctx: Any, params: Any) -> ElicitResult:
+        self.asked.append(params.message)
+        return ElicitResult(action=self.action, content=self.content if self.action == "accept" else None)  # type: ignore[arg-type]
+
+
+async def test_the_url_and_secret_come_from_the_users_form(connect: Callable[..., Any], svc: Services) -> None:
+    form = Form("accept", {"url": svc.url("feishu"), "secret": CANARY_SECRET})
+    async with connect(elicitation_callback=form) as client:
+        added = await client.call_tool("configure_notifications", {"kind": "feishu"})
+        text = result_text(added)
+        assert not added.is_error, text
+        assert added.structured_content["sinks"][0]["accepted"] is True
+        assert CANARY_SECRET not in text and "hook-id" not in text
+    assert form.asked and "feishu bot" in form.asked[0]
+    assert [r.verdict for r in svc.of("feishu")] == ["ok"]
+
+
+async def test_a_declined_form_changes_nothing(connect: Callable[..., Any], svc: Services) -> None:
+    async with connect(elicitation_callback=Form("decline")) as client:
+        assert "declined" in await refused(client, "configure_notifications", {"kind": "slack"})
+        assert (await ok(client, "configure_notifications", {}))["sinks"] == []
+    assert svc.received == []
