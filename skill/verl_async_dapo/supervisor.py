@@ -26,6 +26,7 @@ from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
 from verl_async_dapo.logs.classify import classify
+from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
@@ -123,6 +124,7 @@ class Supervisor:
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
             kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
+            gpu_used_share=(attempt.error or {}).get("gpu_used_share"),
         )  # fmt: skip
         recorded = {"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
                     "suggestions": list(decision.suggestions)}  # fmt: skip
@@ -305,7 +307,8 @@ class Supervisor:
         error = None
         if found is not None:
             error = {"category": found.category.value, "kind": found.kind, "line": found.line,
-                     "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase}  # fmt: skip
+                     "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase,
+                     "gpu_used_share": gpu_used_share(text)}  # fmt: skip
         elif exit_code is None:
             error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
                      "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
