@@ -89,3 +89,17 @@ def test_status_says_what_the_eta_is_based_on() -> None:
     text = render_status(progress(step=3, total_steps=6, eta_seconds=30.0, seconds_per_step=10.0,
                                   eta_basis="wall clock between step lines (includes validation and checkpoint time)"))  # fmt: skip
     assert "ETA from 10 s/step, wall clock between step lines (includes validation and checkpoint time)" in text
+
+
+def test_a_stale_snapshot_reread_from_the_tail_keeps_the_phase_start() -> None:
+    from verl_async_dapo.runs import merge_tail_progress
+
+    stored = {
+        "phase": "rollout engine start-up",
+        "phase_since": 1000.0,
+        "resume_check": "resumed from step 2 as expected",
+    }
+    same = merge_tail_progress(stored, {"phase": "rollout engine start-up", "phase_since": None, "step": None})
+    assert (same["phase_since"], same["resume_check"]) == (1000.0, "resumed from step 2 as expected")
+    moved = merge_tail_progress(stored, {"phase": "first step (warm-up)", "phase_since": None})
+    assert moved["phase_since"] is None  # a new phase began at a time the tail does not say
