@@ -22,11 +22,9 @@ import anyio
 
 from verl_async_dapo import policy, resume_check
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter
+from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter, attempt_error
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
-from verl_async_dapo.logs.classify import classify
-from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
@@ -303,15 +301,7 @@ class Supervisor:
                 self.run_id, attempt.n, status="stopped", exit_code=exit_code, ended_at=time.time()
             )
             return
-        found = classify(text).primary
-        error = None
-        if found is not None:
-            error = {"category": found.category.value, "kind": found.kind, "line": found.line,
-                     "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase,
-                     "gpu_used_share": gpu_used_share(text)}  # fmt: skip
-        elif exit_code is None:
-            error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
-                     "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
+        error = attempt_error(text, exit_code, self.ctx.scrub)
         self.ctx.store.update_attempt(
             self.run_id, attempt.n, status="failed", exit_code=exit_code, error=error, ended_at=time.time()
         )
