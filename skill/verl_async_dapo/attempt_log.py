@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import codecs
 import time
+from collections.abc import Callable
 from typing import Any
 
 from verl_async_dapo import resume_check
 from verl_async_dapo.app import AppContext
+from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.logs.classify import classify
+from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
 
@@ -95,3 +99,16 @@ class ProgressWriter:
             self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {message}", run_id=self.run_id,
                                      data={"attempt": attempt_n})  # fmt: skip
         return message
+
+
+def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> dict[str, Any] | None:
+    """What a failed attempt's log tail says, as stored on the attempt (None: no finding and a real exit code)."""
+    found = classify(text).primary
+    if found is not None:  # gpu_used_share: the room a raise of the rollout share may take (rollout_policy)
+        return {"category": found.category.value, "kind": found.kind, "line": found.line,
+                "excerpt": scrub(found.excerpt), "phase": found.phase,
+                "gpu_used_share": gpu_used_share(text)}  # fmt: skip
+    if exit_code is None:
+        return {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
+                "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
+    return None

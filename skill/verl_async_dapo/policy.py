@@ -74,10 +74,12 @@ def decide(
     base_gpu_memory_utilization: float,
     kind: str | None = None,
     evidence: str | None = None,
+    gpu_used_share: float | None = None,
 ) -> Decision:
     """Decide the next step after a failed attempt (``category`` None = failed with no finding).
 
-    ``kind`` / ``evidence``: the finding's kind and excerpt; a rollout OOM's fix depends on them."""
+    ``kind`` / ``evidence``: the finding's kind and excerpt; a rollout OOM's fix depends on them, and a raise of
+    the rollout share stays within the room ``gpu_used_share`` (the log's "device memory used/total") leaves."""
     cat = category or ErrorCategory.UNKNOWN
     if cat not in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
         return Decision(False, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
@@ -91,7 +93,7 @@ def decide(
     step = (
         _gpu_oom_step(current)
         if cat is ErrorCategory.GPU_OOM
-        else rollout_oom_step(current, base_gpu_memory_utilization, kind, evidence)
+        else rollout_oom_step(current, base_gpu_memory_utilization, kind, evidence, gpu_used_share)
     )
     if step is None:
         return Decision(False, f"{cat.value}: every memory-saving step is already applied", suggestions=tips)

@@ -45,8 +45,9 @@ _FREE_RE = re.compile(r"Free memory on device \S* ?\((?P<free>[\d.]+)/(?P<total>
 # What the user is told for each kind: the same thing the ladder below does (check_errors shows it).
 FIX_BY_KIND: dict[str, str] = {
     "vllm_kv_cache": "the engine's share is too small for its weights + activations + KV cache: relaunch with a "
-    f"higher rollout.gpu_memory_utilization (+{UTIL_STEP:g}, at most {UTIL_MAX:g} and below any share that "
-    f"failed for lack of free memory), then a lower rollout.max_num_seqs ({', '.join(map(str, MAX_NUM_SEQS_LADDER))})",
+    f"higher rollout.gpu_memory_utilization while the GPU has room (+{UTIL_STEP:g}, at most {UTIL_MAX:g}, what verl's "
+    "'device memory used/total' line leaves free, and below any share that failed for lack of free memory), "
+    f"then a lower rollout.max_num_seqs ({', '.join(map(str, MAX_NUM_SEQS_LADDER))})",
     "vllm_max_len": "the KV cache cannot hold one max-length sequence: relaunch with a higher "
     f"rollout.gpu_memory_utilization (+{UTIL_STEP:g}, at most {UTIL_MAX:g}), then a lower rollout.max_num_seqs; "
     "or lower MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH (max_model_len)",
@@ -92,14 +93,24 @@ def _free_share(evidence: str | None) -> float | None:
 
 
 def rollout_oom_step(
-    current: AttemptConfig, base_util: float, kind: str | None, evidence: str | None
+    current: AttemptConfig,
+    base_util: float,
+    kind: str | None,
+    evidence: str | None,
+    gpu_used_share: float | None = None,
 ) -> tuple[AttemptConfig, tuple[str, ...]] | None:
-    """The next rollout configuration after a rollout OOM of ``kind``, or None when nothing is left to try."""
+    """The next rollout configuration after a rollout OOM of ``kind``, or None when nothing is left to try.
+
+    ``gpu_used_share``: what the GPU had in use before the engine started (logs.memory): the room a raise may take.
+    """
     tweaks = current.tweaks
     util = tweaks.rollout_gpu_memory_utilization or base_util
     low, high = tweaks.rollout_util_floor, tweaks.rollout_util_ceiling
     if kind in SHARE_TOO_SMALL:
         low = util if low is None else max(low, util)
+        if gpu_used_share is not None:  # shares above the room left beside what was in use cannot be had
+            room = math.floor((1.0 - gpu_used_share - FREE_MARGIN) / UTIL_GRAIN) * UTIL_GRAIN
+            high = min(high if high is not None else math.inf, round(room + UTIL_GRAIN, 2))
         wanted = round(util + UTIL_STEP, 2)
         if not (wanted < (high if high is not None else math.inf) and wanted <= UTIL_MAX):
             wanted = _between(low, high)  # type: ignore[assignment]

@@ -342,7 +342,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
     if attempts and progress.get("attempt") not in (None, attempts[-1].n):
         progress, stale = {}, True  # the snapshot is the previous attempt's: right after a relaunch
     if run.status in ACTIVE_RUN_STATUSES and stale and attempts and attempts[-1].job:
-        progress = await _progress_from_tail(JobHandle(**attempts[-1].job)) or progress
+        fresh = await _progress_from_tail(JobHandle(**attempts[-1].job))
+        progress = merge_tail_progress(progress, fresh) if fresh else progress
     current = attempts[-1] if attempts else None
     total = progress.get("total_steps") or RunSpec.model_validate(run.spec).training_settings().train_steps
     step = progress.get("step")
@@ -390,6 +391,16 @@ async def _job_ended(handle: JobHandle) -> bool:
         return not (await get_target(handle.target).job_status(handle)).running
     except TargetError:  # unknown: say what the store says
         return False
+
+
+def merge_tail_progress(stored: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """A tail re-read (the supervisor's snapshot is stale: a silent phase, e.g. vLLM compiling) knows no arrival
+    times: keep the supervisor's phase start while the phase is the same, and its resume check."""
+    merged = dict(fresh)
+    if stored.get("phase") is not None and stored.get("phase") == fresh.get("phase"):
+        merged["phase_since"] = stored.get("phase_since")
+    merged["resume_check"] = stored.get("resume_check")
+    return merged
 
 
 async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:

@@ -22,10 +22,9 @@ import anyio
 
 from verl_async_dapo import policy, resume_check
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter
+from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter, attempt_error
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.launching import plan_for
-from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
@@ -138,6 +137,7 @@ class Supervisor:
                 config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
                 base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
                 kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
+                gpu_used_share=(attempt.error or {}).get("gpu_used_share"),
             )  # fmt: skip
         refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
         if refusal is not None:  # the optional GPU-hour cap of the same budget
@@ -329,15 +329,8 @@ class Supervisor:
                 self.run_id, attempt.n, status="stopped", exit_code=exit_code, ended_at=time.time()
             )
             return
-        found = classify(text).primary
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
-        error = self.watchman.stalled_error(attempt.n)
-        if error is None and found is not None:
-            error = {"category": found.category.value, "kind": found.kind, "line": found.line,
-                     "excerpt": self.ctx.scrub(found.excerpt), "phase": found.phase}  # fmt: skip
-        elif error is None and exit_code is None:
-            error = {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
-                     "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
+        error = self.watchman.stalled_error(attempt.n) or attempt_error(text, exit_code, self.ctx.scrub)
         self.ctx.store.update_attempt(
             self.run_id, attempt.n, status="failed", exit_code=exit_code, error=error, ended_at=time.time()
         )

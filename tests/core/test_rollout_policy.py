@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.features import FeatureSet
 from verl_async_dapo.logs.classify import classify
+from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.policy import AttemptConfig, Decision, decide, fix_text
 from verl_async_dapo.rollout_policy import SHARE_TOO_SMALL, UTIL_MAX, UTIL_MIN
 
@@ -33,9 +34,9 @@ H200_FREE = (
 
 
 def _decide(config: AttemptConfig, kind: str | None, n: int = 0, base: float = 0.6, evidence: str | None = None,
-            retries: int = 50) -> Decision:  # fmt: skip
+            retries: int = 50, used: float | None = None) -> Decision:  # fmt: skip
     return decide(config, ErrorCategory.ROLLOUT_OOM, relaunches_so_far=n, max_retries=retries,
-                  base_gpu_memory_utilization=base, kind=kind, evidence=evidence)  # fmt: skip
+                  base_gpu_memory_utilization=base, kind=kind, evidence=evidence, gpu_used_share=used)  # fmt: skip
 
 
 def _util(config: AttemptConfig | None, base: float = 0.6) -> float:
@@ -102,16 +103,30 @@ def test_the_real_h200_startup_log_gets_the_lowering_fix() -> None:
     assert _util(d.next_config) == 0.5
 
 
+def test_a_raise_stays_in_the_room_the_gpu_has() -> None:
+    # The H200 attempt's workers saw "device memory used/total (GB): 63.67/139.80" (another process held 63 GB).
+    text = (REAL_H200 / "dapo-fsdp-vllm-startup-memory-attempt1.log").read_text(encoding="utf-8")
+    used = gpu_used_share(text)
+    assert used == round(63.67 / 139.80, 4)
+    up = _decide(AttemptConfig(features=FeatureSet()), "vllm_kv_cache", base=0.4, used=used)
+    assert _util(up.next_config, 0.4) == 0.5  # 1 - 0.455 leaves room for 0.5, not 0.6
+    full = _decide(AttemptConfig(features=FeatureSet()), "vllm_kv_cache", base=0.5, used=used)
+    assert full.changes == ("rollout max_num_seqs → 128",) and _util(full.next_config, 0.5) == 0.5  # no room: never up
+    assert gpu_used_share("no memory lines here") is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=40),
        base=st.sampled_from([0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
-       free=st.floats(min_value=0.1, max_value=0.95))  # fmt: skip
-def test_the_ladder_is_bounded_and_never_oscillates(kinds: list[str], base: float, free: float) -> None:
+       free=st.floats(min_value=0.1, max_value=0.95),
+       used=st.none() | st.floats(min_value=0.0, max_value=0.9))  # fmt: skip
+def test_the_ladder_is_bounded_and_never_oscillates(kinds: list[str], base: float, free: float,
+                                                     used: float | None) -> None:  # fmt: skip
     config, tried, steps = AttemptConfig(features=FeatureSet()), [base], 0
     evidence = H200_FREE.replace("75.62/139.8", f"{free * 100:.2f}/100.0")
     for n, kind in enumerate(kinds):
         before = _util(config, base)
-        d = _decide(config, kind, n, base=base, evidence=evidence, retries=100)
+        d = _decide(config, kind, n, base=base, evidence=evidence, retries=100, used=used)
         if not d.relaunch:
             break
         steps += 1
@@ -120,6 +135,8 @@ def test_the_ladder_is_bounded_and_never_oscillates(kinds: list[str], base: floa
         if after != before:
             # The direction the message asks for, never the other; never a share tried before; within bounds.
             assert (after > before) == (kind in SHARE_TOO_SMALL), (kind, before, after)
+            if after > before and used is not None:
+                assert after <= 1.0 - used, (used, after)  # a raise only into the room the GPU has
             assert after not in tried, (kinds[: n + 1], tried, after)
             assert UTIL_MIN <= after <= UTIL_MAX
             tried.append(after)

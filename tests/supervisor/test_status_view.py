@@ -103,3 +103,16 @@ def test_a_stalled_run_says_so_with_its_evidence() -> None:
     assert "stalled: at step 7, window 20:00, silent for 25:00" in lines
     assert "  GPUs: GPU0 0 %, 61000 MiB/81559 MiB" in lines
     assert "    Thread 123 (idle): MainThread" in lines and "    | step:7 - actor/pg_loss:0.1" in lines
+
+def test_a_stale_snapshot_reread_from_the_tail_keeps_the_phase_start() -> None:
+    from verl_async_dapo.runs import merge_tail_progress
+
+    stored = {
+        "phase": "rollout engine start-up",
+        "phase_since": 1000.0,
+        "resume_check": "resumed from step 2 as expected",
+    }
+    same = merge_tail_progress(stored, {"phase": "rollout engine start-up", "phase_since": None, "step": None})
+    assert (same["phase_since"], same["resume_check"]) == (1000.0, "resumed from step 2 as expected")
+    moved = merge_tail_progress(stored, {"phase": "first step (warm-up)", "phase_since": None})
+    assert moved["phase_since"] is None  # a new phase began at a time the tail does not say

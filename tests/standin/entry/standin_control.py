@@ -9,8 +9,13 @@ Schema (every key optional)::
     {
       "oom_at_step": 3,            # first step (>= 1) at which the OOM fires; 0 = at start-up (model/engine init)
       "oom_kind": "gpu",           # "gpu" (torch, update_actor) | "rollout" (vLLM wake-up) | "host" (Ray memory monitor)
+                                   # | "rollout_kv_cache" (vLLM "No available memory for the cache blocks" while
+                                   #   rollout.gpu_memory_utilization < gpu_memory_utilization_min)
+                                   # | "rollout_free_memory" (vLLM "Free memory on device … is less than desired"
+                                   #   while it is > gpu_memory_utilization_max; "free" = that max + 0.03)
       "oom_unless": ["offload"],   # predicates that must ALL hold to avoid the OOM ([] = nothing avoids it)
       "gpu_memory_utilization_max": 0.45, # "rollout" kind: OOM while rollout.gpu_memory_utilization > this
+      "gpu_memory_utilization_min": 0.0,  # "rollout_kv_cache" kind: OOM while it is below this
                                           # (or while an oom_unless predicate fails)
       "fail": null,                # "config" | "missing_file" | "import" | "nccl_timeout" | "worker_died"
                                    # | "too_difficult" | "sigkill"
@@ -42,7 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 
 CONTROL_FILE = "standin_control.json"
 FAILURES = ("config", "missing_file", "import", "nccl_timeout", "worker_died", "too_difficult", "sigkill")
-OOM_KINDS = ("gpu", "rollout", "host")
+OOM_KINDS = ("gpu", "rollout", "host", "rollout_kv_cache", "rollout_free_memory")
 
 
 def select(cfg: DictConfig, key: str) -> Any:
@@ -112,6 +117,7 @@ class Control:
     oom_kind: str = "gpu"
     oom_unless: list[str] = field(default_factory=list)
     gpu_memory_utilization_max: float = 0.45
+    gpu_memory_utilization_min: float = 0.0
     fail: str | None = None
     fail_at_step: int = 1
     hang: bool = False
@@ -139,6 +145,14 @@ class Control:
             return False
         # Every predicate must hold; an empty list protects nothing (but see "rollout" below).
         features = all(holds(cfg, p) for p in self.oom_unless)
+        if self.oom_kind in ("rollout_kv_cache", "rollout_free_memory"):
+            try:
+                share = float(select(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization"))
+            except (TypeError, ValueError):
+                return True
+            if self.oom_kind == "rollout_kv_cache":
+                return share < self.gpu_memory_utilization_min
+            return share > self.gpu_memory_utilization_max
         if self.oom_kind == "rollout":
             utilization = select(cfg, "actor_rollout_ref.rollout.gpu_memory_utilization")
             try:

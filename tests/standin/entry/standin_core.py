@@ -100,6 +100,18 @@ class Trainer:
         if ctl.oom_fires(self.cfg, step):
             if ctl.oom_kind == "host":
                 self.fail_with(*standin_failures.host_oom(ray))
+            share = float(self.get("actor_rollout_ref.rollout.gpu_memory_utilization", 0.5))
+            if ctl.oom_kind == "rollout_kv_cache":  # vLLM v1 kv_cache_utils._check_enough_kv_cache_memory
+                raise standin_failures.vllm_engine_start_error(ray, (
+                    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+                    "initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+                    "for more details."))  # fmt: skip
+            if ctl.oom_kind == "rollout_free_memory":  # vLLM v1 worker/utils.request_memory, as on the H200
+                total, free = 139.8, round(139.8 * (ctl.gpu_memory_utilization_max + 0.03), 2)
+                raise standin_failures.vllm_engine_start_error(ray, (
+                    f"Free memory on device cuda:0 ({free}/{total} GiB) on startup is less than desired GPU memory "
+                    f"utilization ({share}, {round(total * share, 2)} GiB). Decrease GPU memory utilization or "
+                    "reduce GPU memory used by other processes."))  # fmt: skip
             if ctl.oom_kind == "rollout":
                 raise standin_failures.rollout_oom(
                     ray, str(self.get("actor_rollout_ref.rollout.mode", "sync")) == "async"

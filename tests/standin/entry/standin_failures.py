@@ -130,6 +130,19 @@ def rollout_oom(ctx: RayContext, async_mode: bool) -> Exception:
     return ctx.wrapped("RuntimeError", header, body, call)
 
 
+def vllm_engine_start_error(ctx: RayContext, message: str) -> Exception:
+    """vLLM 0.24 refusing to start inside verl's vLLMHttpServer actor (tests/logs/real/…-startup-memory-attempt1.log):
+    the worker's ValueError, then the engine's "WorkerProc initialization failed"."""
+    body = frames(
+        (f"{RAY_PKG}/vllm/v1/executor/multiproc_executor.py", 626, "__init__", "self.worker.init_device()"),
+        (f"{RAY_PKG}/vllm/v1/worker/gpu_worker.py", 342, "init_device",
+         "self.requested_memory = request_memory(init_snapshot, self.cache_config)"),
+    ) + f"ValueError: {message}\nException: WorkerProc initialization failed due to an exception in a background " \
+        "process. See stack trace for root cause."  # fmt: skip
+    header = ctx.worker_header("launch_server", cls="vLLMHttpServer")
+    return ctx.wrapped("Exception", header, body, "self.async_rollout_manager = AgentLoopManager(")
+
+
 def host_oom(ctx: RayContext) -> tuple[list[str], Exception]:
     node = fake_id("node", 56)
     worker = fake_id(f"w{ctx.runner_pid}", 56)
