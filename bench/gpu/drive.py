@@ -42,8 +42,13 @@ def _preflight(res: Path, timing: dict[str, Any]) -> None:
 
 
 def _trace_line(res: Path, t0: float, progress: dict[str, Any]) -> dict[str, Any]:
-    row = {"t": round(time.time() - t0, 1), "status": progress.get("status"), "attempt": progress.get("attempt"),
-           "step": progress.get("step"), "total": progress.get("total_steps") or progress.get("total")}
+    row = {
+        "t": round(time.time() - t0, 1),
+        "status": progress.get("status"),
+        "attempt": progress.get("attempt"),
+        "step": progress.get("step"),
+        "total": progress.get("total_steps") or progress.get("total"),
+    }
     with open(res / "trace.jsonl", "a", encoding="utf-8") as fh:
         fh.write(json.dumps(row) + "\n")
     return row
@@ -60,8 +65,12 @@ def _first_steps(res: Path) -> dict[str, float]:
 
 
 def _finish(res: Path, timing: dict[str, Any]) -> None:
-    for name, args in (("status.json", ("status", "--json")), ("errors.json", ("errors", "--json")),
-                       ("errors.txt", ("errors",)), ("runs.txt", ("runs",))):
+    for name, args in (
+        ("status.json", ("status", "--json")),
+        ("errors.json", ("errors", "--json")),
+        ("errors.txt", ("errors",)),
+        ("runs.txt", ("runs",)),
+    ):
         _write(res, name, _cli(*args)[1])
     timing["first_step_after_start_s"] = _first_steps(res)
     _write(res, "timing.json", timing)
@@ -77,16 +86,29 @@ def cli(label: str, max_s: float, holder: list[str]) -> None:
     _preflight(res, timing)
     hold = None
     if holder:
-        hold = subprocess.Popen([sys.executable, str(Path(__file__).with_name("holder.py")), *holder],
-                                stdout=open(res / "holder.out", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        out = open(res / "holder.out", "w")  # noqa: SIM115 (the child writes to it until it is terminated)
+        hold = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("holder.py")), *holder],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         time.sleep(5)  # its CUDA context is up before the trainer starts
     t0 = time.time()
-    rc, out = _cli("start", "--container", "host", "--features", os.environ.get("FEATURES", "no_flash_attn"),
-                   "--swanlab-mode", "local", timeout=300)
+    rc, out = _cli(
+        "start",
+        "--container",
+        "host",
+        "--features",
+        os.environ.get("FEATURES", "no_flash_attn"),
+        "--swanlab-mode",
+        "local",
+        timeout=300,
+    )
     timing["start_cli_s"] = round(time.time() - t0, 2)
     _write(res, "start.txt", out)
     while time.time() - t0 < max_s and rc == 0:
-        rc_s, out = _cli("status", "--json")
+        _, out = _cli("status", "--json")
         try:
             row = _trace_line(res, t0, json.loads(out))
         except json.JSONDecodeError:
@@ -117,8 +139,15 @@ async def _mcp(label: str, max_s: float) -> None:
             r = await c.call_tool(tool, args)
             data = r.structured_content or {}
             text = "\n".join(getattr(b, "text", "") for b in r.content)
-            calls.append({"tool": tool, "args": args, "s": round(time.time() - t, 2), "error": r.is_error,
-                          "text": text[:2000] if r.is_error else None})
+            calls.append(
+                {
+                    "tool": tool,
+                    "args": args,
+                    "s": round(time.time() - t, 2),
+                    "error": r.is_error,
+                    "text": text[:2000] if r.is_error else None,
+                }
+            )
             if r.is_error:
                 raise RuntimeError(f"{tool}: {text}")
             return data
@@ -159,7 +188,7 @@ if __name__ == "__main__":
 
             anyio.run(_mcp, label, max_s)
         else:
-            holder = sys.argv[sys.argv.index("--holder") + 1:] if "--holder" in sys.argv else []
+            holder = sys.argv[sys.argv.index("--holder") + 1 :] if "--holder" in sys.argv else []
             cli(label, max_s, holder)
     except BaseException as exc:
         res = _results(label)

@@ -82,7 +82,9 @@ def _log(fh, msg: str) -> None:
 def _ckpt_done(root: str, step: int, since: float) -> bool:
     for path in glob.glob(os.path.join(root, "**", "latest_checkpointed_iteration.txt"), recursive=True):
         try:
-            if os.path.getmtime(path) >= since and open(path).read().strip() == str(step):
+            with open(path) as fh:
+                text = fh.read().strip()
+            if os.path.getmtime(path) >= since and text == str(step):
                 return True
         except OSError:
             pass
@@ -92,7 +94,7 @@ def _ckpt_done(root: str, step: int, since: float) -> bool:
 def after_ckpt(root: str, step: int, margin_gib: float, free_next_gib: float, log_path: str) -> None:
     import torch
 
-    fh = open(log_path, "a")
+    fh = open(log_path, "a")  # noqa: SIM115 (open for the holder's whole life; it ends by being killed)
     free = lambda: torch.cuda.mem_get_info()[0] / GIB  # noqa: E731
     total = torch.cuda.mem_get_info()[1] / GIB
     start = time.time()
@@ -136,7 +138,9 @@ def after_ckpt(root: str, step: int, margin_gib: float, free_next_gib: float, lo
                 chunks.pop()
                 torch.cuda.empty_cache()
             held = (keep.numel() if keep is not None else 0) / GIB + sum(c.numel() for c in chunks) / GIB
-            _log(fh, f"SHRINK: trainer gone; holding {held:.1f} GiB, free now {free():.1f} GiB (target {free_next_gib})")
+            _log(
+                fh, f"SHRINK: trainer gone; holding {held:.1f} GiB, free now {free():.1f} GiB (target {free_next_gib})"
+            )
         time.sleep(0.005)
     if phases.phase != "done":
         chunks.clear()
@@ -158,9 +162,20 @@ def static(gib: float, seconds: float) -> None:
 
 def selftest() -> None:
     p = Phases()
-    trace = [(120, False), (120, True), (118, True), (85, True), (84, True), (110, True), (119, True),
-             (119.1, True), (119.1, True),  # settled: grab here
-             (1.5, True), (1.2, True), (15.0, True)]
+    trace = [
+        (120, False),
+        (120, True),
+        (118, True),
+        (85, True),
+        (84, True),
+        (110, True),
+        (119, True),
+        (119.1, True),
+        (119.1, True),  # settled: grab here
+        (1.5, True),
+        (1.2, True),
+        (15.0, True),
+    ]
     actions = [p.feed(f, c, now=i * 0.125) for i, (f, c) in enumerate(trace)]
     assert actions[8] == "grab" and actions[-1] == "shrink" and actions.count("grab") == 1, actions
     assert p.phase == "done"

@@ -28,7 +28,8 @@ dst = os.path.join(home, "models", "wide-qwen")
 os.makedirs(dst, exist_ok=True)
 torch.manual_seed(0)
 
-cfg = json.load(open(os.path.join(src, "config.json")))
+with open(os.path.join(src, "config.json")) as fh:
+    cfg = json.load(fh)
 small_inter, layers, hidden = cfg["intermediate_size"], cfg["num_hidden_layers"], cfg["hidden_size"]
 sd = load_file(os.path.join(src, "model.safetensors"), device="cuda")
 out: dict[str, torch.Tensor] = {}
@@ -42,7 +43,7 @@ for name, t in sd.items():
     else:
         out[name] = t
 for i in range(layers, layers + extra):  # identity layers: copy layer 0's shapes, zero the residual writers
-    for name, t in sd.items():
+    for name in sd:
         if not name.startswith("model.layers.0."):
             continue
         new = name.replace("model.layers.0.", f"model.layers.{i}.")
@@ -56,8 +57,11 @@ for i in range(layers, layers + extra):  # identity layers: copy layer 0's shape
 cfg.update(num_hidden_layers=layers + extra, intermediate_size=inter)
 if "layer_types" in cfg:
     cfg["layer_types"] = [cfg["layer_types"][0]] * (layers + extra)
-json.dump(cfg, open(os.path.join(dst, "config.json"), "w"), indent=2)
-save_file({k: v.contiguous() for k, v in out.items()}, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"})
+with open(os.path.join(dst, "config.json"), "w") as fh:
+    json.dump(cfg, fh, indent=2)
+save_file(
+    {k: v.contiguous() for k, v in out.items()}, os.path.join(dst, "model.safetensors"), metadata={"format": "pt"}
+)
 for f in os.listdir(src):
     if f not in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(src, f), dst)
@@ -68,11 +72,17 @@ print(f"wide model: {layers + extra} layers, intermediate {inter}, {n_params / 1
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 tok = AutoTokenizer.from_pretrained(src)
-ids = tok.apply_chat_template([{"role": "user", "content": "What is 3 + 2 - 4?"}], add_generation_prompt=True,
-                              return_tensors="pt", return_dict=True)["input_ids"].cuda()
+ids = tok.apply_chat_template(
+    [{"role": "user", "content": "What is 3 + 2 - 4?"}],
+    add_generation_prompt=True,
+    return_tensors="pt",
+    return_dict=True,
+)["input_ids"].cuda()
 with torch.no_grad():
     a = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32).cuda()(ids).logits
     wide = AutoModelForCausalLM.from_pretrained(dst, dtype=torch.float32).cuda()
     b = wide(ids).logits
-print(f"max |logit diff| tiny vs wide: {(a - b).abs().max().item():.2e} (logit scale {a.abs().max().item():.1f}); "
-      f"hf parameter count {sum(p.numel() for p in wide.parameters()) / 1e9:.3f}B")
+print(
+    f"max |logit diff| tiny vs wide: {(a - b).abs().max().item():.2e} (logit scale {a.abs().max().item():.1f}); "
+    f"hf parameter count {sum(p.numel() for p in wide.parameters()) / 1e9:.3f}B"
+)
