@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On the GPU machine: start one scenario, detached (it outlives the device call), through the product.
+#   bash scenarios.sh healthy|oom|rollout
+# healthy: tiny model, 6 steps, the MCP path (drive.py healthy-mcp).
+# oom:     the ~1B wide model (make_wide.py), 4 steps, checkpoint every 2; holder.py takes the GPU's free memory
+#          after checkpoint 2 once the step-3 rollout has ended, then leaves 50 GiB free for the relaunch.
+# rollout: tiny model, vLLM share 0.6 while holder.py holds 62 GiB from the start (vLLM refuses to start).
+# Results: /root/results/NAME (wait.sh packs them into $OUT).
+set -euo pipefail
+kit=$(cd "$(dirname "$0")" && pwd)
+export VERL_HOME=/root/verl FRAMEWORK=fsdp MODE=dapo N_GPUS=1 ROLLOUT_TP=1 TRAINER_GPUS=1 ROLLOUT_GPUS=1 \
+  SAVE_FREQ=2 TRAIN_BATCH_SIZE=8 PPO_MINI_BATCH_SIZE=8 N_RESP_PER_PROMPT=4 MAX_PROMPT_LENGTH=128 \
+  MAX_RESPONSE_LENGTH=32 SWANLAB_MODE=local VERL_VERSION=0.9.1 VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 \
+  RESULTS=/root/results FEATURES=no_flash_attn
+res=$RESULTS/$1
+case $1 in
+  healthy) export MODEL_PATH=tiny-qwen TRAIN_STEPS=6 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-healthy
+           args=(healthy-mcp healthy 560) ;;
+  oom)     export MODEL_PATH=wide-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-oom
+           args=(cli oom 1500 --holder after-ckpt "$VERL_HOME/checkpoints" 2 1.5 50 "$res/holder.log") ;;
+  rollout) export MODEL_PATH=tiny-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.6 VERL_ASYNC_DAPO_HOME=/root/vad-rollout
+           args=(cli rollout 900 --holder static 62 900) ;;
+  *) echo "unknown scenario $1"; exit 2 ;;
+esac
+rm -rf "$res" "$VERL_ASYNC_DAPO_HOME"; mkdir -p "$res"
+setsid nohup python3 "$kit/drive.py" "${args[@]}" >"$res/drive.log" 2>&1 </dev/null &
+echo "started $1 (pid $!) at $(date +%T)"
