@@ -57,14 +57,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from verl_async_dapo.cli_params import training_params
     from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.settings import param_hint
     from verl_async_dapo.verl import PlanError
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
-                             features=args.features, oom_step=args.oom_step)  # fmt: skip
+                             features=args.features, oom_step=args.oom_step, params=training_params(args))  # fmt: skip
     except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{param_hint(exc.params, 'cli')}", file=sys.stderr)
         return EXIT_FAIL
     _print_json(plan)
     return EXIT_OK
@@ -92,11 +94,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
+    from verl_async_dapo.cli_params import training_params
     from verl_async_dapo.preflight import run_preflight
     from verl_async_dapo.runs import settings_with
     from verl_async_dapo.targets.registry import get_target
 
-    settings = settings_with(_ctx(), {"mode": args.mode, "framework": args.framework})
+    settings = settings_with(_ctx(), training_params(args))
     report = anyio.run(run_preflight, get_target(args.container), settings)
     if args.json:
         _print_json(report.to_dict())
@@ -177,6 +180,14 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    from verl_async_dapo.runs import resume_run
+
+    result = resume_run(_ctx(), args.run_id)
+    _print_json(result) if args.json else print(f"{result['run_id']}: {result['message']}")
+    return EXIT_OK
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     from verl_async_dapo.supervisor import main
 
@@ -188,6 +199,8 @@ def _add_json(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from verl_async_dapo.cli_params import add_training_flags
+
     parser = argparse.ArgumentParser(prog="verl-async-dapo", description="Launch and supervise verl DAPO training.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -203,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-version", help="e.g. 0.6.1 or 0.9.1 (default VERL_VERSION or 0.9.1)")
     p.add_argument("--features", help="explicit features, comma-separated ('default' allowed; no_<name> turns one off)")
     p.add_argument("--oom-step", type=int, default=0, help="plan after N GPU-OOM escalations")
+    add_training_flags(p, with_version=False)
     _add_json(p)
     p.set_defaults(func=cmd_plan)
 
@@ -215,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--container", required=True)
     p.add_argument("--mode", choices=["dapo", "one_step_off_policy"])
     p.add_argument("--framework", choices=["fsdp", "megatron"])
+    add_training_flags(p)
     _add_json(p)
     p.set_defaults(func=cmd_preflight)
 
@@ -230,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-preflight", action="store_true")
     p.add_argument("--allow-shared-gpus", action="store_true")
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
+    add_training_flags(p)
     _add_json(p)
     p.set_defaults(func=cmd_start)
 
@@ -249,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="?")
     _add_json(p)
     p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("resume", help="continue a failed or stopped run from its last checkpoint (a new attempt)")
+    p.add_argument("run_id", nargs="?")
+    _add_json(p)
+    p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("runs", help="list runs")
     p.add_argument("--limit", type=int, default=20)
@@ -271,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        message = user_facing_error(exc)
+        message = user_facing_error(exc, face="cli")
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)

@@ -21,20 +21,25 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def user_facing_error(exc: BaseException) -> str | None:
-    """The actionable message for an expected failure, or None for an unexpected one."""
+def user_facing_error(exc: BaseException, face: str = "mcp") -> str | None:
+    """The actionable message for an expected failure, or None for an unexpected one.
+
+    ``face`` (mcp / cli): a refused run parameter is named as that face's caller passes it."""
     from verl_async_dapo.features import FeatureError
     from verl_async_dapo.flow import FlowError
     from verl_async_dapo.secret_store import SecretStoreError
     from verl_async_dapo.sessions import UserInputError
+    from verl_async_dapo.settings import ParamError
     from verl_async_dapo.store import StoreError
     from verl_async_dapo.swanlab import SwanlabConfigError
     from verl_async_dapo.targets.base import TargetError
 
     # SecretStoreError messages never hold a secret value (by design), only paths and the fix.
-    if isinstance(exc, (UserInputError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
+    if isinstance(exc, (UserInputError, ParamError, FlowError, FeatureError, StoreError, TargetError, SwanlabConfigError,
                         SecretStoreError)):  # fmt: skip
-        return str(exc)
+        from verl_async_dapo.settings import param_hint
+
+        return str(exc) + param_hint(tuple(getattr(exc, "params", ())), face)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):

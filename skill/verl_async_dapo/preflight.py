@@ -269,6 +269,9 @@ class _Preflight:
             ("TRAIN_FILE", self.s.resolved_train_file(), "put the training parquet there or set TRAIN_FILE"),
             ("VAL_FILE", self.s.resolved_val_file(), "put the validation parquet there or set VAL_FILE"),
         ]
+        reward_fn = self.s.resolved_reward_fn_path()
+        if reward_fn:  # verl imports it only when the reward manager starts: minutes into the run
+            items.append(("REWARD_FN_PATH", reward_fn, "copy the reward function file there or fix REWARD_FN_PATH"))
         found = await self.target.paths_exist([p for _, p, _ in items])
         for name, path, fix in items:
             if found[path]:

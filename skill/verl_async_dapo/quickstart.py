@@ -13,12 +13,12 @@ import sys
 
 from verl_async_dapo import sessions
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.features import FeatureSet, parse_user_features
-from verl_async_dapo.planning import DEFAULT_PLAN_VERSION
-from verl_async_dapo.policy import AttemptConfig
+from verl_async_dapo.cli_params import training_params
+from verl_async_dapo.features import parse_user_features
+from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 from verl_async_dapo.runs import StartResult, settings_with, start_training
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.verl import PlanError, PlanRequest, build_plan
+from verl_async_dapo.verl import PlanError
 
 
 def _env_first(ctx: AppContext, *names: str) -> str | None:
@@ -29,7 +29,7 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 
 
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
-    params = {"mode": args.mode, "framework": args.framework}
+    params = training_params(args)
     settings = settings_with(ctx, params)  # validate every variable before anything is created
     _check_plan(settings, args.features)
     sid = ctx.store.create_session()
@@ -56,15 +56,14 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
 
 def _check_plan(settings: TrainingSettings, features: str | None) -> None:
     """Refuse, before a session or run exists, what only the launch plan checks (e.g. ROLLOUT_TP not dividing
-    ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. Checked against
-    VERL_VERSION or the default profile; the supervisor re-plans with the version preflight detects."""
+    ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. The one plan builder,
+    against VERL_VERSION or the default profile; start re-plans with the version preflight detects."""
     choice = parse_user_features(features) if features else settings.feature_choice()
-    request = PlanRequest(settings=settings, attempt=AttemptConfig(features=FeatureSet(explicit=choice)),
-                          verl_version=settings.verl_version or DEFAULT_PLAN_VERSION, run_id="run_check")  # fmt: skip
     try:
-        build_plan(request)
+        preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
+                target=("check", "host"), verl_version=settings.verl_version or DEFAULT_PLAN_VERSION)  # fmt: skip
     except PlanError as exc:
-        raise sessions.UserInputError(f"invalid training parameters: {exc}") from None
+        raise sessions.UserInputError(f"invalid training parameters: {exc}", exc.params) from None
 
 
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:

@@ -38,7 +38,14 @@ from verl_async_dapo.targets.registry import create_container, find_target_info
 
 
 class UserInputError(ValueError):
-    """Bad input from the user or the agent; the message says how to fix it. Nothing was changed."""
+    """Bad input from the user or the agent; the message says how to fix it. Nothing was changed.
+
+    ``params``: the run parameters (TrainingSettings fields) at fault; each face names them its own way
+    (MCP: the tool argument, CLI: the flag; see ``settings.param_hint``)."""
+
+    def __init__(self, message: str, params: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.params = params
 
 
 class SessionView(BaseModel):

@@ -42,6 +42,7 @@ PROGRESS_WRITE_SECONDS = 2.0
 STOP_POLL_SECONDS = 1.0
 CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
+RESUMED_REASON = "resumed on request"
 
 
 class Supervisor:
@@ -93,13 +94,24 @@ class Supervisor:
         if not attempts:
             return await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
         last = attempts[-1]
-        if last.status in ("launching", "running"):
+        if self._resume_requested(last):  # resume_run: the same answers, from the last checkpoint
+            resumed = await self._checkpointed_step()
+            reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
+            await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
+        elif last.status in ("launching", "running"):
             await self._reattach(last)  # may abandon it and launch the next one: the latest row is the one to watch
         elif last.status == "abandoned":  # not a failure: it never ran, so the same config again, no retry used
             await self._relaunch_same(last, attempt_config_from_dict(last.config))
         elif await self._after_attempt(last) != "relaunched":  # continue the ladder where it stopped
             return None
         return self._latest_handle()
+
+    def _resume_requested(self, last: AttemptRow) -> bool:
+        """A ``run_resumed`` event after the last attempt ended: continue the run with a new attempt."""
+        if last.status in ("launching", "running", "abandoned"):
+            return False
+        since = last.ended_at or last.started_at
+        return any(e.kind == "run_resumed" and e.ts >= since for e in self.ctx.store.events(self.run_id, limit=10_000))
 
     def _latest_handle(self) -> JobHandle | None:
         current = self.ctx.store.attempts(self.run_id)[-1]
@@ -116,7 +128,10 @@ class Supervisor:
         category = ErrorCategory(attempt.error["category"]) if attempt.error else None
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
-        relaunches = sum(a.n < attempt.n and a.status != "abandoned" for a in self.ctx.store.attempts(self.run_id))
+        # A run resumed on request starts with the whole retry budget again: count from its resumed attempt.
+        attempts = self.ctx.store.attempts(self.run_id)
+        first = max((a.n for a in attempts if a.n <= attempt.n and a.reason.startswith(RESUMED_REASON)), default=1)
+        relaunches = sum(first <= a.n < attempt.n and a.status != "abandoned" for a in attempts)
         decision = policy.decide(
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
@@ -164,9 +179,11 @@ class Supervisor:
                          ["fix the parameter named above; nothing was launched"])  # fmt: skip
             return None
         diff = override_diff(previous.overrides, plan.overrides) if previous else []
+        # Where each value came from (recipe / feature / oom_ladder / user) and the plan's notes, e.g. an OOM
+        # step that left the user's own value in place: check_errors shows them per attempt.
+        recorded = {**attempt_config_to_dict(config), "override_sources": plan.sources, "plan_notes": list(plan.notes)}
         self.ctx.store.add_attempt(
-            self.run_id, n, config=attempt_config_to_dict(config), overrides=list(plan.overrides),
-            override_diff=diff, reason=reason,
+            self.run_id, n, config=recorded, overrides=list(plan.overrides), override_diff=diff, reason=reason,
         )  # fmt: skip
         entry = plan.entry
         result = await self._validations.result(entry, plan.overrides)
