@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
-from verl_async_dapo.verl.feature_overrides import ACTOR, MODEL, ROLLOUT
+from verl_async_dapo.verl.feature_overrides import ACTOR, MODEL, REF, ROLLOUT
 from verl_async_dapo.verl.overrides import Override, Prefix
 from verl_async_dapo.verl.parallel import Parallelism
 from verl_async_dapo.verl.profiles import RewardLayout, VersionProfile
@@ -134,15 +134,13 @@ def _actor(s: TrainingSettings, profile: VersionProfile) -> list[Override]:
 
 
 def _parallel(s: TrainingSettings, par: Parallelism) -> list[Override]:
-    # Only the actor's sizes: verl's ref config interpolates them (ref.megatron.* = actor.megatron.*,
-    # ref.ulysses_sequence_parallel_size = actor's), so the reference model is sharded the same way.
+    # The reference model is sharded like the actor. Megatron: set for the ref too, because only 0.9.x
+    # interpolates ref.megatron.* from the actor (0.6.1's ref takes the engine defaults, TP=PP=1).
+    # FSDP: ref.ulysses_sequence_parallel_size interpolates the actor's in every release.
     if s.framework is Framework.MEGATRON:
-        return [
-            Override(f"{ACTOR}.megatron.tensor_model_parallel_size", par.tp),
-            Override(f"{ACTOR}.megatron.pipeline_model_parallel_size", par.pp),
-            Override(f"{ACTOR}.megatron.context_parallel_size", par.cp),
-            Override(f"{ACTOR}.megatron.expert_model_parallel_size", par.ep),
-        ]
+        sizes = {"tensor_model_parallel_size": par.tp, "pipeline_model_parallel_size": par.pp,
+                 "context_parallel_size": par.cp, "expert_model_parallel_size": par.ep}  # fmt: skip
+        return [Override(f"{role}.megatron.{key}", value) for role in (ACTOR, REF) for key, value in sizes.items()]
     return [Override(f"{ACTOR}.ulysses_sequence_parallel_size", par.ulysses_sp)]
 
 
