@@ -20,7 +20,7 @@ from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.flow import Question, check_start_allowed
-from verl_async_dapo.launching import draft_spec, plan_for
+from verl_async_dapo.launching import draft_spec, plan_for, plan_with
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, run_preflight
 from verl_async_dapo.prelaunch import validate_overrides
@@ -85,6 +85,8 @@ async def start_training(
     settings = settings_with(ctx, params)
     container = ContainerAnswer.model_validate(answers[Question.CONTAINER.value])
     target = get_target(container.name)
+    if settings.verl_version:  # the plan's own checks need no target: refuse before preflight's round trips
+        _check_plannable(ctx, settings, answers)
     report: PreflightReport | None = None
     if not skip_preflight:
         report = await run_preflight(target, settings)
@@ -127,6 +129,16 @@ async def start_training(
         features=[f.value for f in features], swanlab_url=url, swanlab_note=_link_note(ctx, spec, url),
         preflight=report.lines() if report else [], monitor_commands=monitor_commands(spec),
     )  # fmt: skip
+
+
+def _check_plannable(ctx: AppContext, settings: TrainingSettings, answers: dict[str, Any]) -> None:
+    spec = draft_spec(target="check", target_kind="host", settings=settings, verl_version=settings.verl_version or "",
+                      features=FeaturesAnswer.model_validate(answers[Question.FEATURES.value]), proxy=ProxyAnswer(),
+                      swanlab=None, run_id="run_check")  # fmt: skip
+    try:
+        plan_with(spec, spec.first_attempt_config(), None, {})
+    except PlanError as exc:
+        raise UserInputError(f"cannot plan this run, nothing was started: {exc}", exc.params) from None
 
 
 def monitor_commands(spec: RunSpec) -> list[str]:
