@@ -187,6 +187,11 @@ class SessionOut(_Out):
     swanlab_preconfigured: bool = Field(description="SwanLab is set by the environment or the config file")
     swanlab_source: str | None = Field(None, description="env or config_file when preconfigured")
     run_id: str | None = Field(None, description="The run started from this session, if any")
+    run_attempt: int | None = Field(None, description="The run's current attempt")
+    run_overrides: list[str] = Field([], description="The current attempt's effective Hydra overrides")
+    run_override_sources: dict[str, str] = Field(
+        {}, description="Override key → where its value came from: recipe / feature / oom_ladder / user"
+    )
 
 
 class ContainerOut(_Out):

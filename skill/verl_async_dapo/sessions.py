@@ -60,6 +60,11 @@ class SessionView(BaseModel):
     swanlab_source: str | None = None
     run_id: str | None = None
     latest_run_id: str | None = None  # the newest run of any session, e.g. one that just finished
+    # The run's current attempt: its effective overrides and where each value came from (recipe / feature /
+    # oom_ladder / user), so an agent resuming a conversation sees what is really running.
+    run_attempt: int | None = None
+    run_overrides: list[str] = []
+    run_override_sources: dict[str, str] = {}
 
 
 RUN_TO_SESSION_STATE = {
@@ -120,7 +125,17 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
         swanlab_source=configured.source if configured else None,
         run_id=run_id,
         latest_run_id=_latest_run_id(ctx),
+        **_current_attempt(ctx, run_id),
     )
+
+
+def _current_attempt(ctx: AppContext, run_id: str | None) -> dict[str, Any]:
+    attempts = ctx.store.attempts(run_id) if run_id else []
+    if not attempts:
+        return {}
+    last = attempts[-1]
+    return {"run_attempt": last.n, "run_overrides": list(last.overrides),
+            "run_override_sources": dict(last.config.get("override_sources", {}))}  # fmt: skip
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:

@@ -57,6 +57,7 @@ def render_errors(report: dict[str, Any]) -> str:
         lines.append(head + f"  features: {', '.join(item['features'])}")
         if item["override_diff"]:
             lines.append("  changed: " + "; ".join(item["override_diff"]))
+        lines += _sourced(item)
         if item["category"]:
             lines.append(f"  error: {item['category']} — {item['explanation']}")
             lines.append(f"  fix: {item['fix']}")
@@ -69,6 +70,19 @@ def render_errors(report: dict[str, Any]) -> str:
     for tip in report.get("suggestions") or []:
         lines.append(f"  - {tip}")
     return "\n".join(lines)
+
+
+def _sourced(item: dict[str, Any]) -> list[str]:
+    """The attempt's overrides that are not the recipe's own, by where they came from, and the plan's notes."""
+    sources: dict[str, str] = item.get("override_sources") or {}
+    by_key = {o.lstrip("+").partition("=")[0]: o for o in item.get("overrides") or []}
+    lines = []
+    for source, label in (("user", "yours"), ("oom_ladder", "from OOM recovery")):
+        chosen = [by_key[k] for k, v in sources.items() if v == source and k in by_key]
+        if chosen:
+            lines.append(f"  overrides {label}: " + "; ".join(chosen))
+    lines += [f"  note: {note}" for note in item.get("plan_notes") or [] if "OOM recovery would set" in note]
+    return lines
 
 
 async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:
