@@ -29,7 +29,14 @@ from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
 from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
-from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
+from verl_async_dapo.runspec import (
+    RESUMED_REASON,
+    RunSpec,
+    attempt_config_from_dict,
+    attempt_config_to_dict,
+    relaunches_before,
+    resume_pending,
+)
 from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
@@ -42,7 +49,6 @@ PROGRESS_WRITE_SECONDS = 2.0
 STOP_POLL_SECONDS = 1.0
 CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
-RESUMED_REASON = "resumed on request"
 
 
 class Supervisor:
@@ -94,7 +100,7 @@ class Supervisor:
         if not attempts:
             return await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
         last = attempts[-1]
-        if self._resume_requested(last):  # resume_run: the same answers, from the last checkpoint
+        if resume_pending(last, self.ctx.store.events(self.run_id, limit=10_000)):  # resume_run: the same answers, from the last checkpoint
             resumed = await self._checkpointed_step()
             reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
             await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
@@ -105,13 +111,6 @@ class Supervisor:
         elif await self._after_attempt(last) != "relaunched":  # continue the ladder where it stopped
             return None
         return self._latest_handle()
-
-    def _resume_requested(self, last: AttemptRow) -> bool:
-        """A ``run_resumed`` event after the last attempt ended: continue the run with a new attempt."""
-        if last.status in ("launching", "running", "abandoned"):
-            return False
-        since = last.ended_at or last.started_at
-        return any(e.kind == "run_resumed" and e.ts >= since for e in self.ctx.store.events(self.run_id, limit=10_000))
 
     def _latest_handle(self) -> JobHandle | None:
         current = self.ctx.store.attempts(self.run_id)[-1]
@@ -128,10 +127,7 @@ class Supervisor:
         category = ErrorCategory(attempt.error["category"]) if attempt.error else None
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
-        # A run resumed on request starts with the whole retry budget again: count from its resumed attempt.
-        attempts = self.ctx.store.attempts(self.run_id)
-        first = max((a.n for a in attempts if a.n <= attempt.n and a.reason.startswith(RESUMED_REASON)), default=1)
-        relaunches = sum(first <= a.n < attempt.n and a.status != "abandoned" for a in attempts)
+        relaunches = relaunches_before(self.ctx.store.attempts(self.run_id), attempt.n)
         decision = policy.decide(
             config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
             base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
@@ -224,7 +220,8 @@ class Supervisor:
         plans: list[LaunchPlan] = []
         try:
             for category in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
-                decision = policy.decide(config, category, relaunches_so_far=n - 1,
+                decision = policy.decide(config, category,
+                                         relaunches_so_far=relaunches_before(self.ctx.store.attempts(self.run_id), n),
                                          max_retries=self.settings.max_oom_retries,
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:
