@@ -27,6 +27,8 @@ from verl_async_dapo.verl.user_overrides import parse_user_overrides
 A = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
 USER = (f"{A}.optim.lr=2e-6", "trainer.save_freq=9", "data.truncation=error", f"{A}.optim.weight_decay=0.05")
+# FSDP: we set this key with ++ (override_config is an empty dict in verl): the user's plain one gets the ++ too.
+FSDP_ATTN = "actor_rollout_ref.model.override_config.attn_implementation"
 COMBOS = [(v, m, f) for v in MAIN_VERSIONS for m in Mode for f in Framework]
 
 
@@ -35,8 +37,9 @@ COMBOS = [(v, m, f) for v in MAIN_VERSIONS for m in Mode for f in Framework]
 def test_user_values_compose_where_verl_reads_them(verl_trees: Any, version: str, mode: Mode,
                                                    framework: Framework) -> None:  # fmt: skip
     tree = verl_trees(version)
+    user = (*USER, f"{FSDP_ATTN}=eager") if framework is Framework.FSDP else USER
     plan = plan_for(tree, version, mode=mode, framework=framework, trainer_gpus=4, rollout_gpus=4,
-                    extra_overrides=USER, reward_fn_path="rewards/math.py", reward_fn_name="score",
+                    extra_overrides=user, reward_fn_path="rewards/math.py", reward_fn_name="score",
                     prompt_key="question", reward_fn_key="ability", actor_tp=2, actor_pp=2, actor_cp=1,
                     ulysses_sp=2)  # fmt: skip
     cfg = compose_plan(tree, plan)
@@ -44,6 +47,8 @@ def test_user_values_compose_where_verl_reads_them(verl_trees: Any, version: str
     assert select(cfg, "trainer.save_freq") == 9  # a key this project sets: the user's value replaced ours
     assert select(cfg, "data.truncation") == "error"
     assert select(cfg, f"{A}.optim.weight_decay") == 0.05
+    if framework is Framework.FSDP:
+        assert select(cfg, FSDP_ATTN) == "eager" and f"++{FSDP_ATTN}=eager" in plan.overrides
     assert sum(o.startswith("trainer.save_freq=") for o in plan.overrides) == 1
     root = "custom_reward_function" if version == "0.6.1" else "reward.custom_reward_function"
     assert select(cfg, f"{root}.path") == f"{tree}/rewards/math.py"
@@ -58,7 +63,7 @@ def test_user_values_compose_where_verl_reads_them(verl_trees: Any, version: str
     else:
         assert select(cfg, f"{A}.ulysses_sequence_parallel_size") == 2
         assert select(cfg, f"{REF}.ulysses_sequence_parallel_size") == 2
-    assert {plan.sources[u.partition("=")[0]] for u in USER} == {"user"}
+    assert {plan.sources[u.partition("=")[0]] for u in user} == {"user"}
 
 
 @pytest.mark.downloads

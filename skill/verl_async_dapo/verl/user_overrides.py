@@ -140,7 +140,9 @@ def merge_overrides(
             rendered.append(override.render())
             sources[override.key] = source
             continue
-        rendered.append(mine.text)
+        # A key we add with + / ++ (absent or null in verl's schema) needs that prefix for the user's value too.
+        text = mine.text if mine.prefix or not override.prefix else f"{override.prefix}{mine.text}"
+        rendered.append(text)
         sources[override.key] = SOURCE_USER
         if override.key in ladder_values and ladder_values[override.key] != mine.value:
             notes.append(
