@@ -94,7 +94,7 @@ async def start_training(
             raise UserInputError("preflight failed, nothing was started:\n" + "\n".join(report.lines()))
     version = settings.verl_version or (report.verl_version if report else None)
     if not version:
-        raise UserInputError("could not detect the verl version in the target; set VERL_VERSION (e.g. 0.9.1)")
+        raise UserInputError("could not detect the verl version in the target; give it (e.g. 0.9.1)", ("verl_version",))
     swanlab = _swanlab_answer(ctx, answers)
     busy = ctx.store.active_runs_on(container.name)
     if busy and not container.allow_shared_gpus:
