@@ -27,7 +27,7 @@ FLAGS: tuple[tuple[str, type, str], ...] = (
     ("train_batch_size", int, "prompts per step (TRAIN_BATCH_SIZE, 32)"),
     ("ppo_mini_batch_size", int, "prompts per actor update (PPO_MINI_BATCH_SIZE, 16)"),
     ("n_resp_per_prompt", int, "responses per prompt (N_RESP_PER_PROMPT, 8)"),
-    ("rollout_tp", int, "rollout tensor parallel size (ROLLOUT_TP, 2)"),
+    ("rollout_tp", int, "rollout tensor parallel size (ROLLOUT_TP, 2; 1 for odd rollout GPUs)"),
     ("rollout_name", str, "vllm or sglang (ROLLOUT_NAME, vllm)"),
     ("gpu_memory_utilization", float, "rollout share of GPU memory (GPU_MEMORY_UTILIZATION, 0.6)"),
     ("save_freq", int, "checkpoint every N steps (SAVE_FREQ, 5)"),

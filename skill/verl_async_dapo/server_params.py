@@ -45,7 +45,8 @@ MaxResponseLengthArg = Annotated[int | None, Field(ge=1, le=1 << 20, description
 TrainBatchSizeArg = _int("TRAIN_BATCH_SIZE", "32", what="Prompts per step.")
 PpoMiniBatchSizeArg = _int("PPO_MINI_BATCH_SIZE", "16", what="Prompts per actor update (<= train_batch_size).")
 NRespPerPromptArg = _int("N_RESP_PER_PROMPT", "8", le=1024, what="Responses sampled per prompt.")
-RolloutTpArg = _int("ROLLOUT_TP", "2", le=64, what="Tensor parallel size of the rollout (divides its GPUs).")
+RolloutTpArg = _int("ROLLOUT_TP", "2 (1 for an odd number of rollout GPUs)", le=64,
+                    what="Tensor parallel size of the rollout (divides its GPUs).")
 RolloutNameArg = Annotated[Literal["vllm", "sglang"] | None, Field(description="Default ROLLOUT_NAME or vllm")]
 GpuMemArg = Annotated[float | None, Field(gt=0.05, le=0.95, description="Rollout share of GPU memory. Default "
                                           "GPU_MEMORY_UTILIZATION or 0.6")]  # fmt: skip

@@ -62,7 +62,8 @@ class TrainingSettings(BaseSettings):
         16, validation_alias=AliasChoices("PPO_MINI_BATCH_SIZE", "ppo_mini_batch_size")
     )
     n_resp_per_prompt: _PosInt = Field(8, validation_alias=AliasChoices("N_RESP_PER_PROMPT", "n_resp_per_prompt"))
-    rollout_tp: _PosInt = Field(2, validation_alias=AliasChoices("ROLLOUT_TP", "rollout_tp"))
+    # None = 2, or 1 when the rollout GPUs are odd (resolved_rollout_tp): the original default where it fits.
+    rollout_tp: int | None = Field(None, ge=1, validation_alias=AliasChoices("ROLLOUT_TP", "rollout_tp"))
     rollout_name: str = Field("vllm", validation_alias=AliasChoices("ROLLOUT_NAME", "rollout_name"))
     gpu_memory_utilization: float = Field(
         0.6, gt=0.05, le=0.95, validation_alias=AliasChoices("GPU_MEMORY_UTILIZATION", "gpu_memory_utilization")
@@ -176,6 +177,15 @@ class TrainingSettings(BaseSettings):
 
     def required_gpus(self) -> int:
         return self.colocated_gpus if self.mode is Mode.DAPO else self.trainer_gpus + self.rollout_gpus
+
+    def rollout_gpu_count(self) -> int:
+        return self.rollout_gpus if self.mode is Mode.ONE_STEP_OFF else self.colocated_gpus
+
+    def resolved_rollout_tp(self) -> int:
+        """ROLLOUT_TP, else the original skill's 2 where it divides the rollout GPUs, else 1 (e.g. 1+1 GPUs)."""
+        if self.rollout_tp is not None:
+            return self.rollout_tp
+        return 2 if self.rollout_gpu_count() % 2 == 0 else 1
 
     def resolved_model_path(self) -> str:
         return _under(self.verl_home, "models", self.model_path)

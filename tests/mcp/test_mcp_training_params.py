@@ -84,9 +84,12 @@ async def test_a_refused_value_names_the_argument(
     async with connect() as c:
         await answer_first_three(c)
         before = await ok(c, "get_session")
-        # The case a user met: one-step-off on 1+1 GPUs with the default ROLLOUT_TP=2.
+        # The case a user met: one-step-off on 1+1 GPUs. The default now fits (rollout TP 1); an explicit 2 is refused.
+        if tool == "plan_training":
+            fits = await ok(c, tool, {"mode": "one_step_off_policy", "trainer_gpus": 1, "rollout_gpus": 1})
+            assert "actor_rollout_ref.rollout.tensor_model_parallel_size=1" in fits["overrides"]
         message = await refused(c, tool, {"mode": "one_step_off_policy", "trainer_gpus": 1, "rollout_gpus": 1,
-                                          "verl_version": "0.9.1"})  # fmt: skip
+                                          "rollout_tp": 2, "verl_version": "0.9.1"})  # fmt: skip
         assert "ROLLOUT_TP=2 must divide the 1 rollout GPUs" in message
         assert "start_training argument rollout_tp" in message
         message = await refused(c, tool, {"ppo_mini_batch_size": 64, "train_batch_size": 32, "verl_version": "0.9.1"})

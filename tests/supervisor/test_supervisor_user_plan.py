@@ -75,7 +75,7 @@ def test_bad_overrides_are_refused_before_anything_starts(cli: Cli, verl_docker:
         assert "sk-123456789abcdef" not in proc.stderr
     # A parameter the plan refuses names the flag that changes it.
     proc = cli.run("start", "--container", verl_docker.name, "--mode", "one_step_off_policy", "--trainer-gpus", "1",
-                   "--rollout-gpus", "1")  # fmt: skip
+                   "--rollout-gpus", "1", "--rollout-tp", "2")  # fmt: skip
     assert proc.returncode == 1 and "--rollout-tp" in proc.stderr, proc.stderr
     assert cli.store.runs(10) == []
 

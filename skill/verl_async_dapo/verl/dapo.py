@@ -149,7 +149,7 @@ def _rollout(s: TrainingSettings, profile: VersionProfile) -> list[Override]:
         Override(f"{ROLLOUT}.name", s.rollout_name),
         Override(f"{ROLLOUT}.mode", profile.facts.rollout_mode),
         Override(f"{ROLLOUT}.n", s.n_resp_per_prompt),
-        Override(f"{ROLLOUT}.tensor_model_parallel_size", s.rollout_tp),
+        Override(f"{ROLLOUT}.tensor_model_parallel_size", s.resolved_rollout_tp()),
         Override(f"{ROLLOUT}.temperature", 1.0),
         Override(f"{ROLLOUT}.top_p", 1.0),
         Override(f"{ROLLOUT}.top_k", -1),

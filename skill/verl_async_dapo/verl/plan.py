@@ -262,10 +262,10 @@ def _validate(s: TrainingSettings, profile: VersionProfile, par: parallel.Parall
     if s.rollout_name not in SUPPORTED_ROLLOUTS:
         raise PlanError(f"ROLLOUT_NAME={s.rollout_name!r} is not supported; use one of {', '.join(SUPPORTED_ROLLOUTS)}",
                         ("rollout_name",))  # fmt: skip
-    rollout_gpus = s.rollout_gpus if s.mode is Mode.ONE_STEP_OFF else s.colocated_gpus
-    if rollout_gpus % s.rollout_tp:
+    rollout_gpus = s.rollout_gpu_count()
+    if rollout_gpus % s.resolved_rollout_tp():
         raise PlanError(
-            f"ROLLOUT_TP={s.rollout_tp} must divide the {rollout_gpus} rollout GPUs "
+            f"ROLLOUT_TP={s.resolved_rollout_tp()} must divide the {rollout_gpus} rollout GPUs "
             f"({'ROLLOUT_GPUS' if s.mode is Mode.ONE_STEP_OFF else 'colocated GPUs'})",
             ("rollout_tp", "rollout_gpus" if s.mode is Mode.ONE_STEP_OFF else "n_gpus"),
         )
