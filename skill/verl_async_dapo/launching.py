@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from pydantic import SecretStr
 
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer, proxy_env
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.policy import AttemptConfig
+from verl_async_dapo.policy import AttemptConfig, Decision
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.verl import LaunchPlan, PlanRequest, build_plan
+from verl_async_dapo.verl import LaunchPlan, PlanError, PlanRequest, build_plan
 
 
 def default_experiment_name() -> str:
@@ -101,3 +103,27 @@ def plan_for(
     """The attempt's plan for a frozen run (secrets from the secret store) and, when asked, its secret env."""
     plan, secret_env = plan_with(spec, config, swanlab_config_of(ctx, spec), proxy_values_of(ctx, spec))
     return plan, (secret_env if with_secrets else {})
+
+
+def skip_pinned_rungs(
+    decision: Decision,
+    previous_overrides: Sequence[str],
+    overrides_of: Callable[[AttemptConfig], Sequence[str]],
+    decide_from: Callable[[AttemptConfig], Decision],
+) -> Decision:
+    """Climb past OOM rungs that would relaunch with exactly the previous overrides because the user's own
+    overrides pin every key they change: such a relaunch would only fail again and spend a retry."""
+    skipped: list[str] = []
+    while decision.relaunch and decision.next_config is not None:
+        try:
+            unchanged = list(overrides_of(decision.next_config)) == list(previous_overrides)
+        except PlanError:  # the launch reports it
+            break
+        if not unchanged:
+            break
+        skipped += decision.changes
+        decision = decide_from(decision.next_config)
+    if not skipped:
+        return decision
+    note = f"skipped {', '.join(skipped)}: your overrides pin every key it changes"
+    return replace(decision, reason=f"{decision.reason} ({note})")

@@ -23,7 +23,7 @@ import anyio
 from verl_async_dapo import policy
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.launching import plan_for
+from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
@@ -128,10 +128,14 @@ class Supervisor:
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
         relaunches = relaunches_before(self.ctx.store.attempts(self.run_id), attempt.n)
-        decision = policy.decide(
-            config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
-            base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
-        )  # fmt: skip
+        def decide_from(current: AttemptConfig) -> policy.Decision:
+            return policy.decide(current, category, relaunches_so_far=relaunches,
+                                 max_retries=self.settings.max_oom_retries,
+                                 base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
+
+        decision = decide_from(config)
+        if self.settings.extra_overrides:  # only the user's own overrides can make a rung change nothing
+            decision = skip_pinned_rungs(decision, attempt.overrides, self._overrides_of, decide_from)
         self.ctx.store.update_attempt(
             self.run_id, attempt.n,
             decision={"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
@@ -213,6 +217,9 @@ class Supervisor:
             self._tg.start_soon(self._prevalidate_next, n, config)
         await self._link_stable_log(log_path)
         return handle
+
+    def _overrides_of(self, config: AttemptConfig) -> tuple[str, ...]:
+        return plan_for(self.ctx, self.spec, config, with_secrets=False)[0].overrides
 
     async def _prevalidate_next(self, n: int, config: AttemptConfig) -> None:
         """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one

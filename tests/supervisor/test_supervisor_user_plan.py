@@ -115,3 +115,20 @@ def test_a_stopped_run_resumes(cli: Cli, verl_docker: Container) -> None:
     assert a2.reason.startswith("resumed on request from step "), a2.reason
     events = [e.kind for e in cli.store.events(run_id)]
     assert "run_resumed" in events, json.dumps(events)
+
+
+def test_a_rung_the_user_pinned_entirely_is_skipped_without_spending_a_retry(cli: Cli, verl_docker: Container) -> None:
+    a = "actor_rollout_ref.actor.fsdp_config"
+    pins = [f"{a}.param_offload=False", f"{a}.optimizer_offload=False", f"{a}.offload_policy=False",
+            f"{REF_OFFLOAD}=False"]  # fmt: skip
+    write_control(verl_docker, {"oom_at_step": 3, "oom_unless": ["recompute"], "step_seconds": 0.1})
+    cli.set(MAX_OOM_RETRIES=1)  # one retry: +offload (all pinned) would waste it, +recompute gets past the OOM
+    run_id = cli.start(verl_docker.name, *[arg for pin in pins for arg in ("--override", pin)])["run_id"]
+    status = cli.wait_final(run_id)
+    assert status["status"] == "succeeded" and status["attempt"] == 2, cli.explain(run_id)
+    a1, a2 = cli.attempts(run_id)
+    assert a1.decision and a1.decision["changes"] == ["+recompute"]
+    assert "skipped +offload: your overrides pin every key it changes" in a1.decision["reason"]
+    assert "recompute" in a2.config["effective"]
+    for pin in pins:
+        assert pin in a2.overrides

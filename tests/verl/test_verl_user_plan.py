@@ -189,3 +189,29 @@ def test_reward_function_parameters_are_checked() -> None:
         TrainingSettings(reward_fn_path="../outside.py")
     assert TrainingSettings(reward_fn_path="/abs/r.py").resolved_reward_fn_path() == "/abs/r.py"
     assert TrainingSettings(reward_fn_path="r/x.py").resolved_reward_fn_path() == "/verl/r/x.py"
+
+
+def test_a_rung_the_user_pinned_entirely_is_climbed_past() -> None:
+    from verl_async_dapo.categories import ErrorCategory
+    from verl_async_dapo.launching import skip_pinned_rungs
+    from verl_async_dapo.policy import AttemptConfig, decide
+
+    pins = tuple(f"{k}=False" for k in (f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",
+                                         f"{A}.fsdp_config.offload_policy", f"{REF}.fsdp_config.param_offload"))  # fmt: skip
+    settings = make_settings("/verl", framework=Framework.FSDP, extra_overrides=pins)
+
+    def overrides_of(config: AttemptConfig) -> tuple[str, ...]:
+        return build_plan(make_request(settings, "0.9.1", features=config.features, tweaks=config.tweaks)).overrides
+
+    def decide_from(config: AttemptConfig) -> Any:
+        return decide(config, ErrorCategory.GPU_OOM, relaunches_so_far=0, max_retries=2, base_gpu_memory_utilization=0.6)
+
+    first = AttemptConfig(features=FeatureSet())
+    plain = decide_from(first)
+    assert plain.changes == ("+offload",)  # the ladder alone does not know about the pins
+    decision = skip_pinned_rungs(plain, overrides_of(first), overrides_of, decide_from)
+    assert decision.relaunch and decision.changes == ("+recompute",)
+    assert decision.reason.endswith("(skipped +offload: your overrides pin every key it changes)")
+    assert overrides_of(decision.next_config) != overrides_of(first)  # type: ignore[arg-type]
+    # Nothing pinned: the first rung stands.
+    assert skip_pinned_rungs(plain, (), overrides_of, decide_from) is plain
