@@ -11,7 +11,10 @@
 #: MODEL_PATH=Qwen3-8B, TRAIN_FILE=dapo-math-17k.parquet, VAL_FILE=aime-2024.parquet,
 #: TRAIN_STEPS=100, N_GPUS (default TRAINER_GPUS+ROLLOUT_GPUS), MAX_RESPONSE_LENGTH=8192,
 #: USER_FEATURES (comma-separated), ENABLE_OFFLOAD=False, MAX_OOM_RETRIES=2,
-#: SWANLAB_HOST / SWANLAB_API_KEY / SWANLAB_MODE, http_proxy / https_proxy / no_proxy.
+#: SWANLAB_HOST / SWANLAB_API_KEY / SWANLAB_MODE, http_proxy / https_proxy / no_proxy; every
+#: parameter of references/params.md (e.g. TRAIN_BATCH_SIZE, ACTOR_TP, REWARD_FN_PATH).
+#: EXTRA_OVERRIDES='key=value key2=value2': Hydra overrides of your own, applied last (they win over
+#: this tool's values, also on OOM relaunches) and checked with verl's own config before anything starts.
 #: DETACH=1 returns right after the start instead of following.
 set -euo pipefail
 # shellcheck source=scripts/common.sh

@@ -9,7 +9,9 @@
 #: Environment: CONTAINER=jins, FRAMEWORK=megatron|fsdp (fsdp = FSDP2), TRAINER_GPUS=4,
 #: ROLLOUT_GPUS=4, ROLLOUT_TP=2 (must divide ROLLOUT_GPUS), MAX_RESPONSE_LENGTH=8192,
 #: ENABLE_OFFLOAD=False, TRAIN_STEPS=100, USER_FEATURES, MAX_OOM_RETRIES=2, MODEL_PATH,
-#: TRAIN_FILE, VAL_FILE, SwanLab and proxy variables.
+#: TRAIN_FILE, VAL_FILE, SwanLab and proxy variables; every parameter of references/params.md
+#: (e.g. TRAIN_BATCH_SIZE, ACTOR_TP, REWARD_FN_PATH). EXTRA_OVERRIDES='key=value key2=value2': Hydra
+#: overrides of your own, applied last and checked with verl's own config before anything starts.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"

@@ -227,6 +227,21 @@ async def test_host_preflight(host_verl_tree: Path, venv_python_first: None, mon
     assert (await run_preflight(target, settings(VERL_HOME=home), allow_no_gpus=True)).ok
 
 
+
+async def test_a_custom_reward_function_file_must_exist_in_the_target(docker_target: DockerTarget) -> None:
+    await provide_inputs(docker_target, "/verl")
+    wanted = settings(REWARD_FN_PATH="rewards/my_reward.py")
+    report = await run_preflight(docker_target, wanted)
+    check = by_name(report, "REWARD_FN_PATH")
+    assert check.status is CheckStatus.ERROR and not report.ok
+    assert check.detail == f"/verl/rewards/my_reward.py does not exist in {docker_target.name}"
+    assert "REWARD_FN_PATH" in (check.fix or "")
+    await docker_target.write_file("/verl/rewards/my_reward.py", b"def compute_score(*a, **k):\n    return 0.0\n")
+    report = await run_preflight(docker_target, wanted, allow_no_gpus=True)  # this machine has no GPU
+    assert by_name(report, "REWARD_FN_PATH").status is CheckStatus.OK and report.ok
+    assert "REWARD_FN_PATH" not in {c.name for c in (await run_preflight(docker_target, settings())).checks}
+
+
 # --- validate_overrides ---------------------------------------------------------------------------------------
 
 

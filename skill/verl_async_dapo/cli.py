@@ -64,15 +64,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from verl_async_dapo.cli_params import training_params
     from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.settings import param_hint
     from verl_async_dapo.verl import PlanError
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
-                             features=args.features, oom_step=args.oom_step, model_config=args.model_config,
-                             gpu_memory_gib=args.gpu_memory_gib)  # fmt: skip
+                             features=args.features, oom_step=args.oom_step, params=training_params(args),
+                             model_config=args.model_config, gpu_memory_gib=args.gpu_memory_gib)  # fmt: skip
     except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}{param_hint(exc.params, 'cli')}", file=sys.stderr)
         return EXIT_FAIL
     _print_json(plan)
     return EXIT_OK
@@ -100,11 +102,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
+    from verl_async_dapo.cli_params import training_params
     from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
     from verl_async_dapo.wording import Face
 
     ctx = _ctx()
-    settings = settings_with(ctx, {"mode": args.mode, "framework": args.framework})
+    settings = settings_with(ctx, training_params(args))
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
     report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow))
     if args.json:
@@ -312,6 +315,14 @@ def _read_sink_secrets(kind: str) -> tuple[str | None, str | None]:
     return url or None, secret or None
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    from verl_async_dapo.runs import resume_run
+
+    result = resume_run(_ctx(), args.run_id)
+    _print_json(result) if args.json else print(f"{result['run_id']}: {result['message']}")
+    return EXIT_OK
+
+
 def cmd_supervise(args: argparse.Namespace) -> int:
     from verl_async_dapo.supervisor import main
 
@@ -329,6 +340,8 @@ def _add_no_gpus(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from verl_async_dapo.cli_params import add_training_flags
+
     parser = argparse.ArgumentParser(prog="verl-async-dapo", description="Launch and supervise verl DAPO training.")
     # metavar: the usage line lists no choices, so the internal `supervise` (added without help) stays unlisted.
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -345,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verl-version", help="e.g. 0.6.1 or 0.9.1 (default VERL_VERSION or 0.9.1)")
     p.add_argument("--features", help="explicit features, comma-separated ('default' allowed; no_<name> turns one off)")
     p.add_argument("--oom-step", type=int, default=0, help="plan after N GPU-OOM escalations")
+    add_training_flags(p, with_version=False)
     p.add_argument("--model-config", metavar="FILE", help="the model's config.json for the memory estimate "
                    "(default: MODEL_PATH/config.json when readable here)")  # fmt: skip
     p.add_argument("--gpu-memory-gib", type=float, help="GPU memory per GPU (CUDA's total, e.g. 139.8 for an H200) "
@@ -362,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["dapo", "one_step_off_policy"])
     p.add_argument("--framework", choices=["fsdp", "megatron"])
     _add_no_gpus(p)
+    add_training_flags(p)
     _add_json(p)
     p.set_defaults(func=cmd_preflight)
 
@@ -380,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-shared-gpus", action="store_true")
     _add_no_gpus(p)
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
+    add_training_flags(p)
     _add_json(p)
     p.set_defaults(func=cmd_start)
 
@@ -401,6 +417,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _add_json(p)
     p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("resume", help="continue a failed or stopped run from its last checkpoint (a new attempt)")
+    p.add_argument("run_id", nargs="?")
+    _add_json(p)
+    p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("runs", help="list runs: status, target, start time, duration, attempts")
     p.add_argument("--limit", type=int, default=20)

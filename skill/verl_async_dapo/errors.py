@@ -24,14 +24,16 @@ def describe_validation_error(exc: ValidationError) -> str:
 
 
 def user_facing_error(exc: BaseException, face: Face = Face.MCP) -> str | None:
-    """The actionable message for an expected failure, in the words of ``face``; None for an unexpected one."""
+    """The actionable message for an expected failure, in the words of ``face``; None for an unexpected one.
+
+    A refused run parameter (``exc.params``) is named as that face's caller passes it (settings.param_hint)."""
     from verl_async_dapo.exceptions import VerlAsyncDapoError
+    from verl_async_dapo.settings import param_hint
 
     # Every exception of the tree says what to do (naming tools/arguments or commands/flags, as the face asks)
     # and never holds a secret value (exceptions.py).
     if isinstance(exc, VerlAsyncDapoError):
-        return exc.for_face(face)
-        return str(exc)
+        return exc.for_face(face) + param_hint(exc.params, face.value)
     if isinstance(exc, ValidationError):
         return f"invalid input: {describe_validation_error(exc)}"
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):

@@ -4,6 +4,7 @@
     ├── InputError                      the caller's input is wrong; nothing was changed
     │   ├── UserInputError              (a ValueError) an answer, argument, flag or variable to fix
     │   │   ├── FlowError               a call out of order, or after the answers were frozen
+    │   │   ├── ParamError              run parameters that do not validate (``params`` names the fields)
     │   │   ├── FeatureError            not one of the eight features
     │   │   ├── ServeConfigError        the HTTP server's configuration
     │   │   ├── VersionError            a verl version no profile covers
@@ -42,17 +43,18 @@ import a service just for one of these.
 
 from __future__ import annotations
 
-from typing import Any
-
 from verl_async_dapo.wording import Face, Say, Text
 
 
 class VerlAsyncDapoError(Exception):
     """An expected failure; the message says what is wrong and how to fix it, and never contains a secret."""
 
-    def __init__(self, message: Text = "", *args: Any) -> None:
-        super().__init__(str(message), *args)
+    def __init__(self, message: Text = "", params: tuple[str, ...] = ()) -> None:
+        super().__init__(str(message))
         self.message = message
+        # The run parameters (TrainingSettings fields) at fault: each face names them its own way (MCP: the tool
+        # argument, CLI: the flag; settings.param_hint, applied by errors.user_facing_error).
+        self.params = tuple(params)
 
     def for_face(self, face: Face) -> str:
         """The message in the words of ``face`` (tools/arguments for MCP, commands/flags for the CLI)."""
@@ -72,6 +74,10 @@ class UserInputError(InputError, ValueError):
 
 class FlowError(UserInputError):
     """A call out of order or after the answers were frozen; the message names what to do."""
+
+
+class ParamError(UserInputError):
+    """Run parameters that do not validate; ``params`` names the fields (each face names them its own way)."""
 
 
 class FeatureError(UserInputError):

@@ -1,4 +1,8 @@
-"""From a frozen run spec and an attempt config to a launch plan plus its secret environment.
+"""The one plan builder: from a run spec and an attempt config to a launch plan plus its secret environment.
+
+Every launch and every preview goes through :func:`plan_with`: ``plan`` (CLI) and ``plan_training`` (MCP)
+with a draft spec, ``start`` / quick start to refuse an unplannable run, and the supervisor for each attempt.
+So what a preview shows is what a real run launches (tests/supervisor/test_plan_matches_launch.py).
 
 The plan itself never holds a secret (it is stored, printed and diffed); the secret values are
 looked up here, at launch time, and handed only to the target's process environment.
@@ -7,15 +11,42 @@ looked up here, at launch time, and handed only to the target's process environm
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from pydantic import SecretStr
 
 from verl_async_dapo import swanlab as swanlab_cfg
-from verl_async_dapo.answers import proxy_env
+from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer, proxy_env
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.policy import AttemptConfig
+from verl_async_dapo.policy import AttemptConfig, Decision
 from verl_async_dapo.runspec import RunSpec
-from verl_async_dapo.verl import LaunchPlan, PlanRequest, build_plan
+from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.verl import LaunchPlan, PlanError, PlanRequest, build_plan
+
+
+def default_experiment_name() -> str:
+    return time.strftime("dapo-%Y%m%d-%H%M%S")
+
+
+def draft_spec(
+    *,
+    target: str,
+    target_kind: str,
+    settings: TrainingSettings,
+    verl_version: str,
+    features: FeaturesAnswer,
+    proxy: ProxyAnswer,
+    swanlab: SwanlabAnswer | None,
+    run_id: str,
+) -> RunSpec:
+    """The spec a run is frozen to (start) or would be (preview): the same fields either way."""
+    return RunSpec(
+        target=target, target_kind=target_kind, settings=settings.model_dump(mode="json"), verl_version=verl_version,
+        features=features, proxy=proxy, swanlab=swanlab, run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}",
+        experiment_name=settings.experiment_name or default_experiment_name(),
+    )  # fmt: skip
 
 
 def swanlab_config_of(ctx: AppContext, spec: RunSpec) -> swanlab_cfg.SwanlabConfig | None:
@@ -29,21 +60,22 @@ def swanlab_config_of(ctx: AppContext, spec: RunSpec) -> swanlab_cfg.SwanlabConf
     )  # fmt: skip
 
 
-def plan_for(
-    ctx: AppContext, spec: RunSpec, config: AttemptConfig, *, with_secrets: bool
-) -> tuple[LaunchPlan, dict[str, str]]:
-    """The attempt's plan and, when asked, the secret env to add to its process."""
-    settings = spec.training_settings()
-    plain_env: dict[str, str] = {}
-    secret_env: dict[str, str] = {}
-    proxy_values = {"http_proxy": spec.proxy.http_proxy, "https_proxy": spec.proxy.https_proxy,
-                    "no_proxy": spec.proxy.no_proxy}  # fmt: skip
+def proxy_values_of(ctx: AppContext, spec: RunSpec) -> dict[str, str | None]:
+    values: dict[str, str | None] = {"http_proxy": spec.proxy.http_proxy, "https_proxy": spec.proxy.https_proxy,
+                                     "no_proxy": spec.proxy.no_proxy}  # fmt: skip
     if spec.proxy.secret_ref:
-        proxy_values.update(json.loads(ctx.secrets.get(spec.proxy.secret_ref)))
-    plain_proxy, secret_proxy = proxy_env(proxy_values)
-    plain_env.update(plain_proxy)
-    secret_env.update(secret_proxy)
-    swanlab = swanlab_config_of(ctx, spec)
+        values.update(json.loads(ctx.secrets.get(spec.proxy.secret_ref)))
+    return values
+
+
+def plan_with(
+    spec: RunSpec,
+    config: AttemptConfig,
+    swanlab: swanlab_cfg.SwanlabConfig | None,
+    proxy_values: dict[str, str | None],
+) -> tuple[LaunchPlan, dict[str, str]]:
+    """The attempt's plan and the secret env its process gets (the values never enter the plan)."""
+    plain_env, secret_env = proxy_env(proxy_values)
     swanlab_on = swanlab is not None and swanlab_cfg.logger_enabled(swanlab)
     if swanlab is not None:
         sw_plain, sw_secret = swanlab_cfg.launch_env(swanlab)
@@ -51,7 +83,7 @@ def plan_for(
         secret_env.update(sw_secret)
     plan = build_plan(
         PlanRequest(
-            settings=settings,
+            settings=spec.training_settings(),
             attempt=config,
             verl_version=spec.verl_version,
             run_id=spec.run_dir.rstrip("/").rsplit("/", 1)[-1],
@@ -62,4 +94,36 @@ def plan_for(
             secret_values=tuple(SecretStr(v) for v in secret_env.values()),
         )
     )
+    return plan, secret_env
+
+
+def plan_for(
+    ctx: AppContext, spec: RunSpec, config: AttemptConfig, *, with_secrets: bool
+) -> tuple[LaunchPlan, dict[str, str]]:
+    """The attempt's plan for a frozen run (secrets from the secret store) and, when asked, its secret env."""
+    plan, secret_env = plan_with(spec, config, swanlab_config_of(ctx, spec), proxy_values_of(ctx, spec))
     return plan, (secret_env if with_secrets else {})
+
+
+def skip_pinned_rungs(
+    decision: Decision,
+    previous_overrides: Sequence[str],
+    overrides_of: Callable[[AttemptConfig], Sequence[str]],
+    decide_from: Callable[[AttemptConfig], Decision],
+) -> Decision:
+    """Climb past OOM rungs that would relaunch with exactly the previous overrides because the user's own
+    overrides pin every key they change: such a relaunch would only fail again and spend a retry."""
+    skipped: list[str] = []
+    while decision.relaunch and decision.next_config is not None:
+        try:
+            unchanged = list(overrides_of(decision.next_config)) == list(previous_overrides)
+        except PlanError:  # the launch reports it
+            break
+        if not unchanged:
+            break
+        skipped += decision.changes
+        decision = decide_from(decision.next_config)
+    if not skipped:
+        return decision
+    note = f"skipped {', '.join(skipped)}: your overrides pin every key it changes"
+    return replace(decision, reason=f"{decision.reason} ({note})")

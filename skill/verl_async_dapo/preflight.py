@@ -309,6 +309,9 @@ class _Preflight:
             ("VAL_FILE", self.s.resolved_val_file(),
              Say("put the validation parquet there or set {v}", v=setting("VAL_FILE", "val_file"))),
         ]
+        reward_fn = self.s.resolved_reward_fn_path()
+        if reward_fn:  # verl imports it only when the reward manager starts: minutes into the run
+            items.append(("REWARD_FN_PATH", reward_fn, "copy the reward function file there or fix REWARD_FN_PATH"))
         found = await self.target.paths_exist([p for _, p, _ in items])
         for name, path, fix in items:
             if found[path]:

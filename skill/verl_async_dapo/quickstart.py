@@ -13,12 +13,12 @@ import sys
 
 from verl_async_dapo import sessions
 from verl_async_dapo.app import AppContext
-from verl_async_dapo.features import FeatureSet, parse_user_features
-from verl_async_dapo.planning import DEFAULT_PLAN_VERSION
-from verl_async_dapo.policy import AttemptConfig
+from verl_async_dapo.cli_params import training_params
+from verl_async_dapo.features import parse_user_features
+from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 from verl_async_dapo.runs import StartResult, no_gpus_allowed, preflight, settings_with, start_training
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.verl import PlanError, PlanRequest, build_plan
+from verl_async_dapo.verl import PlanError
 from verl_async_dapo.wording import Face
 
 
@@ -30,7 +30,7 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 
 
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
-    params = {"mode": args.mode, "framework": args.framework}
+    params = training_params(args)
     settings = settings_with(ctx, params)  # validate every variable before anything is created
     problem = _plan_problem(settings, args.features)
     if problem is not None:  # refused before a session exists; the target's own problems are told at the same time
@@ -38,7 +38,8 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         if not args.skip_preflight:
             report = await preflight(args.container, settings, allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))
             found = [line for line in report.lines(Face.CLI) if not line.startswith("[ok]")]
-        raise sessions.UserInputError("\n".join([f"invalid training parameters: {problem}", *found]))
+        raise sessions.UserInputError("\n".join([f"invalid training parameters: {problem}; nothing was started", *found]),
+                                      problem.params)
     sid = ctx.store.create_session()
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
@@ -63,17 +64,16 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     return result
 
 
-def _plan_problem(settings: TrainingSettings, features: str | None) -> str | None:
+def _plan_problem(settings: TrainingSettings, features: str | None) -> PlanError | None:
     """What only the launch plan checks (e.g. ROLLOUT_TP not dividing ROLLOUT_GPUS), found before a session or run
-    exists: otherwise the detached supervisor fails on it after start returned. Checked against VERL_VERSION or the
-    default profile; the supervisor re-plans with the version preflight detects."""
+    exists: otherwise the detached supervisor fails on it after start returned. The one plan builder, against
+    VERL_VERSION or the default profile; start re-plans with the version preflight detects."""
     choice = parse_user_features(features) if features else settings.feature_choice()
-    request = PlanRequest(settings=settings, attempt=AttemptConfig(features=FeatureSet(explicit=choice)),
-                          verl_version=settings.verl_version or DEFAULT_PLAN_VERSION, run_id="run_check")  # fmt: skip
     try:
-        build_plan(request)
+        preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
+                target=("check", "host"), verl_version=settings.verl_version or DEFAULT_PLAN_VERSION)  # fmt: skip
     except PlanError as exc:
-        return f"{exc}; nothing was started"
+        return exc
     return None
 
 

@@ -14,32 +14,32 @@ import time
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from verl_async_dapo import policy
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
-from verl_async_dapo.errors import describe_validation_error
-from verl_async_dapo.exceptions import UserInputError
+from verl_async_dapo.exceptions import ParamError, UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.formats import from_whole_line, iso_time
-from verl_async_dapo.launching import plan_for
+from verl_async_dapo.launching import draft_spec, plan_for
 from verl_async_dapo.logs.classify import classify_tail
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.preflight_memory import MemoryFix
+from verl_async_dapo.prelaunch import validate_overrides
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
-from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.settings import TrainingSettings, settings_with_values
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy, StoreError, new_id
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.verl import PlanError
 from verl_async_dapo.watchman.view import stall_state
-from verl_async_dapo.wording import Face, Say, Term, Text, either, render, setting, tool
+from verl_async_dapo.wording import Face, Say, Term, Text, either, render, tool
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +63,12 @@ class StartResult(BaseModel):
     memory_estimate: dict[str, Any] | None = None  # preflight's estimate and fit (None without GPUs seen)
 
 
-def settings_with(ctx: AppContext, overrides: dict[str, Any]) -> TrainingSettings:
+def settings_with(ctx: AppContext | None, overrides: dict[str, Any]) -> TrainingSettings:
     """Environment parameters with the caller's explicit values on top, validated together."""
-    clean = {k: v for k, v in overrides.items() if v is not None}
     try:
-        base = TrainingSettings(_env_file=None)  # type: ignore[call-arg]
-        return TrainingSettings.model_validate({**base.model_dump(), **clean})
-    except ValidationError as exc:
-        raise UserInputError(f"invalid training parameters: {describe_validation_error(exc)}") from None
+        return settings_with_values(overrides)
+    except ParamError as exc:
+        raise UserInputError(str(exc), exc.params) from None
 
 
 def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer | None:
@@ -145,34 +143,35 @@ async def start_training(
         except TargetError as exc:
             raise UserInputError(f"could not read the verl version in {container.name}: {exc}") from None
     if not version:
-        raise UserInputError(Say("could not detect the verl version in the target; set {v} (e.g. 0.9.1)",
-                                 v=setting("VERL_VERSION")))  # fmt: skip
-    experiment = settings.experiment_name or time.strftime("dapo-%Y%m%d-%H%M%S")
-    spec_without_dir = dict(
-        target=container.name, target_kind=container.kind, settings=settings.model_dump(mode="json"),
-        verl_version=version, features=features,
-        proxy=ProxyAnswer.model_validate(answers[Question.PROXY.value]), swanlab=_swanlab_answer(ctx, answers),
-        experiment_name=experiment,
-    )  # fmt: skip
+        raise UserInputError("could not detect the verl version in the target; give it (e.g. 0.9.1)", ("verl_version",))
     run_id = new_id("run")
-    plan_problem: str | None = None
-    spec: RunSpec | None = None
-    if version:  # the supervisor builds this same plan: refuse an unplannable run here, before it exists
-        spec = RunSpec(run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}", **spec_without_dir)
-        try:
-            plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
-        except PlanError as exc:
-            plan_problem = str(exc)
-    if report is not None and not report.ok:
+    spec = draft_spec(target=container.name, target_kind=container.kind, settings=settings, verl_version=version,
+                      features=features, proxy=ProxyAnswer.model_validate(answers[Question.PROXY.value]),
+                      swanlab=_swanlab_answer(ctx, answers), run_id=run_id)  # fmt: skip
+    plan = None
+    plan_problem: PlanError | None = None
+    try:  # the supervisor builds this same plan: refuse an unplannable run here, before it exists
+        plan, _ = plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
+    except PlanError as exc:
+        plan_problem = exc
+    if report is not None and not report.ok:  # every problem found before the launch, in one refusal
         plan_line = f"\n[error] plan: {plan_problem}" if plan_problem else ""
         raise UserInputError(Say("preflight failed, nothing was started:\n{lines}{plan}", lines=_lines(report),
-                                 plan=plan_line))  # fmt: skip
-    if plan_problem is not None or spec is None:
-        raise UserInputError(f"cannot plan this run, nothing was started: {plan_problem}")
+                                 plan=plan_line), plan_problem.params if plan_problem else ())  # fmt: skip
+    if plan_problem is not None or plan is None:
+        raise UserInputError(f"cannot plan this run, nothing was started: {plan_problem}",
+                             plan_problem.params if plan_problem else ())  # fmt: skip
     busy = ctx.store.active_runs_on(container.name)
     if busy and not container.allow_shared_gpus:
         raise UserInputError(Say("{name} is busy with run {run}; stop it first ({stop}) or choose another target",
                                  name=container.name, run=busy[0], stop=tool("stop_training")))  # fmt: skip
+    if settings.extra_overrides and not skip_preflight:
+        # The user's own keys are the likeliest to be stale or misspelt: verl's compose says so now, not later.
+        checked = await validate_overrides(target, plan.entry.cwd, plan.entry.config_dir, plan.entry.config_name,
+                                           plan.overrides)  # fmt: skip
+        if not checked.ok:
+            raise UserInputError(f"verl rejected the overrides, nothing was started:\n{checked.error}",
+                                 ("extra_overrides",))  # fmt: skip
     try:
         ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
     except StoreError as exc:
@@ -424,6 +423,8 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
         items.append({
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
             "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
+            "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
+            "plan_notes": attempt.config.get("plan_notes", []),
             "reason_started": attempt.reason,
             "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
             "excerpt": error.get("excerpt") if error else None,
@@ -524,3 +525,29 @@ def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
              "ended_at": iso_time(r.ended_at), "duration_seconds": round((r.ended_at or now) - r.created_at, 1),
              "attempts": len(ctx.store.attempts(r.id)), "swanlab_url": r.swanlab_url} for r in rows]  # fmt: skip
 
+
+RESUMABLE_STATUSES = ("failed", "stopped")
+
+
+def resume_run(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    """Continue a failed or stopped run as a new attempt of the same run: the same frozen answers and
+    parameters, resuming from its last checkpoint (its checkpoint directory and ``resume_mode=auto`` do not
+    change). The supervisor launches the attempt; this returns at once."""
+    run = resolve_run(ctx, run_id)
+    if run.status in ACTIVE_RUN_STATUSES:
+        raise UserInputError(f"run {run.id} is {run.status}: it is still going, there is nothing to resume")
+    if run.status not in RESUMABLE_STATUSES:
+        raise UserInputError(f"run {run.id} {run.status}: only a failed or stopped run can be resumed; "
+                             "start a new run for more training")  # fmt: skip
+    busy = [other for other in ctx.store.active_runs_on(run.target) if other != run.id]
+    if busy:
+        raise UserInputError(f"{run.target} is busy with run {busy[0]}; stop it first, then resume {run.id}")
+    attempts = ctx.store.attempts(run.id)
+    # The event first: a supervisor that finds the run active but no event would judge the old attempt again.
+    ctx.store.add_event("info", "run_resumed", f"resume requested after the run {run.status}", run_id=run.id,
+                        data={"after_attempt": attempts[-1].n if attempts else 0})  # fmt: skip
+    ctx.store.reopen_run(run.id)
+    spawn_supervisor(ctx, run.id)
+    next_n = attempts[-1].n + 1 if attempts else 1
+    return {"run_id": run.id, "status": "starting", "attempt": next_n,
+            "message": f"attempt {next_n} resumes from the last checkpoint of {run.id}; get_progress follows it"}  # fmt: skip

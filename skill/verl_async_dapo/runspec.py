@@ -7,6 +7,7 @@ tweaks. Secrets appear only as references into the secret store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -75,3 +76,22 @@ def attempt_config_from_dict(data: dict[str, Any]) -> AttemptConfig:
             rollout_max_num_seqs=tweaks.get("rollout_max_num_seqs"),
         ),
     )
+
+
+# An attempt started by resume_run carries this reason; the OOM retry budget counts from it.
+RESUMED_REASON = "resumed on request"
+
+
+def relaunches_before(attempts: Sequence[Any], n: int) -> int:
+    """Relaunches after failures before attempt ``n``, counted from the latest resume (a resumed run gets the
+    whole MAX_OOM_RETRIES budget again); an attempt abandoned by a killed supervisor never ran and costs none."""
+    first = max((a.n for a in attempts if a.n <= n and a.reason.startswith(RESUMED_REASON)), default=1)
+    return sum(first <= a.n < n and a.status != "abandoned" for a in attempts)
+
+
+def resume_pending(last: Any, events: Iterable[Any]) -> bool:
+    """A ``run_resumed`` event after the last attempt ended: the run continues with a new attempt."""
+    if last.status in ("launching", "running", "abandoned"):
+        return False
+    since = last.ended_at or last.started_at
+    return any(e.kind == "run_resumed" and e.ts >= since for e in events)

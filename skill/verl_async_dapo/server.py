@@ -33,7 +33,6 @@ from verl_async_dapo.server_app import (
     resource_errors,
     service_errors,
     tool,
-    visible,
 )
 from verl_async_dapo.server_menu import container_menu
 
@@ -47,10 +46,6 @@ else:
     run_charts = lazy_module("verl_async_dapo.run_charts")
     notify_service = lazy_module("verl_async_dapo.notify.service")
     sessions = lazy_module("verl_async_dapo.sessions")
-
-# start_training's parameters, named as TrainingSettings fields (None = environment/default).
-TRAINING_PARAMS = ("mode", "framework", "model_path", "train_file", "val_file", "train_steps", "trainer_gpus",
-                   "rollout_gpus", "max_response_length", "max_oom_retries")  # fmt: skip
 
 LOG_TAIL_BYTES = 64 << 10
 STOP_WAIT_SECONDS = 5.0  # stop_training returns "stopping" after this; the supervisor finishes the job
@@ -296,35 +291,8 @@ async def configure_notifications(
 
 # -- the run ------------------------------------------------------------------------------
 
-
-@tool("Start training", read_only=False, idempotent=False, open_world=True)
-async def start_training(
-    ctx: Context[AppContext],
-    mode: wire.ModeArg = None,
-    framework: wire.FrameworkArg = None,
-    model_path: wire.ModelPathArg = None,
-    train_file: wire.TrainFileArg = None,
-    val_file: wire.ValFileArg = None,
-    train_steps: wire.TrainStepsArg = None,
-    trainer_gpus: wire.TrainerGpusArg = None,
-    rollout_gpus: wire.RolloutGpusArg = None,
-    max_response_length: wire.MaxResponseLengthArg = None,
-    max_oom_retries: wire.MaxOomRetriesArg = None,
-    apply_memory_fix: wire.ApplyMemoryFixArg = False,
-) -> wire.StartOut:
-    """Starts training once all setup questions are answered: runs preflight checks, freezes the
-    answers into a run and hands it to a background supervisor, then returns at once with the run
-    id and the SwanLab link (or why there is none yet). Omitted parameters come from the server's
-    environment, else the original skill's defaults. When preflight finds the GPUs cannot hold the
-    run (vLLM's share beside other processes, the estimated peak), nothing starts and the fix is
-    named; apply_memory_fix=true applies it once the user agreed."""
-    app = app_of(ctx)
-    params = {k: v for k, v in locals().items() if k in TRAINING_PARAMS}
-    with service_errors(app):
-        result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix)
-    out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
-    out.preflight = [visible(app.scrub(line)) for line in out.preflight]
-    return out
+# start_training, plan_training and resume_training: registered here, after question 4, in the tools' order.
+from verl_async_dapo import server_training  # noqa: E402, F401
 
 
 @tool("Training progress", read_only=True, idempotent=True, open_world=True)

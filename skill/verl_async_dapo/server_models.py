@@ -141,23 +141,6 @@ SwanlabLogDir = Annotated[str | None, Field(max_length=4096, description="SWANLA
 SwanlabSave = Annotated[
     bool, Field(description="Also store the setting in the user's SwanLab config file (0600) for later sessions")
 ]
-ModeArg = Annotated[Literal["dapo", "one_step_off_policy"] | None, Field(description="Default MODE or dapo")]
-FrameworkArg = Annotated[Literal["megatron", "fsdp"] | None, Field(description="Default FRAMEWORK or megatron")]
-ModelPathArg = Annotated[
-    str | None, Field(max_length=4096, description="Default MODEL_PATH or Qwen3-8B (relative = VERL_HOME/models/…)")
-]
-TrainFileArg = Annotated[
-    str | None,
-    Field(max_length=4096, description="Default TRAIN_FILE or dapo-math-17k.parquet (relative = VERL_HOME/data/…)"),
-]
-ValFileArg = Annotated[str | None, Field(max_length=4096, description="Default VAL_FILE or aime-2024.parquet")]
-TrainStepsArg = Annotated[int | None, Field(ge=1, le=10_000_000, description="Default TRAIN_STEPS or 100")]
-TrainerGpusArg = Annotated[int | None, Field(ge=1, le=4096, description="Default TRAINER_GPUS or 4")]
-RolloutGpusArg = Annotated[int | None, Field(ge=1, le=4096, description="Default ROLLOUT_GPUS or 4")]
-MaxResponseLengthArg = Annotated[int | None, Field(ge=1, le=1 << 20, description="Default MAX_RESPONSE_LENGTH or 8192")]
-MaxOomRetriesArg = Annotated[int | None, Field(ge=0, le=10, description="Default MAX_OOM_RETRIES or 2")]
-
-
 class CreateContainerIn(BaseModel):
     """A new training container, created the way verl documents it (GPUs, host network, shared memory)."""
 
@@ -267,6 +250,11 @@ class SessionOut(_Out):
     swanlab_source: str | None = Field(None, description="env or config_file when preconfigured")
     run_id: str | None = Field(None, description="The run started from this session, if any")
     features: list[str] | None = Field(None, description="Effective features of the first attempt (after question 3)")
+    run_attempt: int | None = Field(None, description="The run's current attempt")
+    run_overrides: list[str] = Field([], description="The current attempt's effective Hydra overrides")
+    run_override_sources: dict[str, str] = Field(
+        {}, description="Override key → where its value came from: recipe / feature / oom_ladder / user"
+    )
 
 
 class ContainerOut(_Out):
@@ -379,6 +367,12 @@ class AttemptErrorOut(_Out):
     exit_code: int | None = None
     features: list[str] = []
     override_diff: list[str] = Field([], description="What changed from the previous attempt")
+    overrides: list[str] = Field([], description="The attempt's effective Hydra overrides")
+    override_sources: dict[str, str] = Field(
+        {}, description="Override key → where its value came from: recipe / feature / oom_ladder / user"
+    )
+    plan_notes: list[str] = Field([], description="Remarks of the attempt's plan, e.g. an OOM step that kept the "
+                                  "user's own value")  # fmt: skip
     reason_started: str | None = None
     category: str | None = Field(None, description="Error category (see troubleshooting); null = no error")
     kind: str | None = None

@@ -54,6 +54,11 @@ class SessionView(BaseModel):
     run_id: str | None = None
     latest_run_id: str | None = None  # the newest run of any session, e.g. one that just finished
     features: list[str] | None = None  # the effective features of the first attempt, once question 3 is answered
+    # The run's current attempt: its effective overrides and where each value came from (recipe / feature /
+    # oom_ladder / user), so an agent resuming a conversation sees what is really running.
+    run_attempt: int | None = None
+    run_overrides: list[str] = []
+    run_override_sources: dict[str, str] = {}
 
 
 RUN_TO_SESSION_STATE = {
@@ -117,6 +122,7 @@ def view(ctx: AppContext, session_id: str | None = None) -> SessionView:
         run_id=run_id,
         latest_run_id=_latest_run_id(ctx),
         features=_effective_features(answered.get(Question.FEATURES)),
+        **_current_attempt(ctx, run_id),
     )
 
 
@@ -126,6 +132,16 @@ def _effective_features(answer: Any) -> list[str] | None:
     if answer is None:
         return None
     return [f.value for f in FeatureSet(explicit=FeaturesAnswer.model_validate(answer).choice()).effective]
+
+
+
+def _current_attempt(ctx: AppContext, run_id: str | None) -> dict[str, Any]:
+    attempts = ctx.store.attempts(run_id) if run_id else []
+    if not attempts:
+        return {}
+    last = attempts[-1]
+    return {"run_attempt": last.n, "run_overrides": list(last.overrides),
+            "run_override_sources": dict(last.config.get("override_sources", {}))}  # fmt: skip
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:

@@ -11,8 +11,9 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from verl_async_dapo.exceptions import ParamError
 from verl_async_dapo.features import FeatureChoice, choice_from_env
 from verl_async_dapo.paths import (  # noqa: F401  (re-exported: they used to live here)
     APP_NAME,
@@ -62,7 +63,8 @@ class TrainingSettings(BaseSettings):
         16, validation_alias=AliasChoices("PPO_MINI_BATCH_SIZE", "ppo_mini_batch_size")
     )
     n_resp_per_prompt: _PosInt = Field(8, validation_alias=AliasChoices("N_RESP_PER_PROMPT", "n_resp_per_prompt"))
-    rollout_tp: _PosInt = Field(2, validation_alias=AliasChoices("ROLLOUT_TP", "rollout_tp"))
+    # None = 2, or 1 when the rollout GPUs are odd (resolved_rollout_tp): the original default where it fits.
+    rollout_tp: int | None = Field(None, ge=1, validation_alias=AliasChoices("ROLLOUT_TP", "rollout_tp"))
     rollout_name: str = Field("vllm", validation_alias=AliasChoices("ROLLOUT_NAME", "rollout_name"))
     gpu_memory_utilization: float = Field(
         0.6, gt=0.05, le=0.95, validation_alias=AliasChoices("GPU_MEMORY_UTILIZATION", "gpu_memory_utilization")
@@ -74,6 +76,22 @@ class TrainingSettings(BaseSettings):
     max_oom_retries: int = Field(2, ge=0, le=10, validation_alias=AliasChoices("MAX_OOM_RETRIES", "max_oom_retries"))
     user_features: str = Field("", validation_alias=AliasChoices("USER_FEATURES", "user_features"))
     enable_offload: str = Field("False", validation_alias=AliasChoices("ENABLE_OFFLOAD", "enable_offload"))
+    # Parallelism (references/params.md): None = chosen from the model size and the GPUs (verl/parallel.py).
+    actor_tp: int | None = Field(None, ge=1, le=64, validation_alias=AliasChoices("ACTOR_TP", "actor_tp"))
+    actor_pp: int | None = Field(None, ge=1, le=64, validation_alias=AliasChoices("ACTOR_PP", "actor_pp"))
+    actor_cp: int | None = Field(None, ge=1, le=64, validation_alias=AliasChoices("ACTOR_CP", "actor_cp"))
+    actor_ep: int | None = Field(None, ge=1, le=256, validation_alias=AliasChoices("ACTOR_EP", "actor_ep"))
+    ulysses_sp: int | None = Field(None, ge=1, le=64, validation_alias=AliasChoices("ULYSSES_SP", "ulysses_sp"))
+    # Custom reward function (a .py file inside the target; relative = under VERL_HOME) and data keys.
+    reward_fn_path: str | None = Field(None, validation_alias=AliasChoices("REWARD_FN_PATH", "reward_fn_path"))
+    reward_fn_name: str = Field("compute_score", validation_alias=AliasChoices("REWARD_FN_NAME", "reward_fn_name"))
+    prompt_key: str = Field("prompt", validation_alias=AliasChoices("PROMPT_KEY", "prompt_key"))
+    reward_fn_key: str | None = Field(None, validation_alias=AliasChoices("REWARD_FN_KEY", "reward_fn_key"))
+    # The user's own Hydra overrides, applied last (verl/user_overrides.py checks them). From the
+    # environment: EXTRA_OVERRIDES, split like a shell would split it (no shell runs).
+    extra_overrides: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias=AliasChoices("EXTRA_OVERRIDES", "extra_overrides")
+    )
 
     @field_validator("framework", mode="before")
     @classmethod
@@ -84,7 +102,27 @@ class TrainingSettings(BaseSettings):
             return value.strip().lower()
         return value
 
-    @field_validator("verl_home", "model_path", "train_file", "val_file", "ckpt_dir")
+    @field_validator("extra_overrides", mode="before")
+    @classmethod
+    def _split_overrides(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            import shlex
+
+            try:
+                return tuple(shlex.split(value))
+            except ValueError as exc:
+                raise ValueError(f"EXTRA_OVERRIDES cannot be split into overrides: {exc}") from None
+        return value
+
+    @field_validator("extra_overrides")
+    @classmethod
+    def _checked_overrides(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from verl_async_dapo.verl.user_overrides import parse_user_overrides
+
+        parse_user_overrides(value)  # raises ValueError naming the override and the rule
+        return value
+
+    @field_validator("verl_home", "model_path", "train_file", "val_file", "ckpt_dir", "reward_fn_path")
     @classmethod
     def _safe_path(cls, value: str | None) -> str | None:
         if value is None:
@@ -99,12 +137,26 @@ class TrainingSettings(BaseSettings):
             raise ValueError(f"VERL_HOME must be an absolute path inside the target, got {value!r}")
         return str(PurePosixPath(value))
 
-    @field_validator("project_name", "experiment_name", "rollout_name")
+    @field_validator("project_name", "experiment_name", "rollout_name", "prompt_key", "reward_fn_key")
     @classmethod
     def _safe_name(cls, value: str | None) -> str | None:
         if value is None:
             return None
         check_name_text(value)
+        return value
+
+    @field_validator("reward_fn_name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.isidentifier() or len(value) > 128:
+            raise ValueError(f"{value[:60]!r} is not a Python function name")
+        return value
+
+    @field_validator("reward_fn_path")
+    @classmethod
+    def _python_file(cls, value: str | None) -> str | None:
+        if value is not None and not value.endswith(".py"):
+            raise ValueError(f"the reward function file must be a .py file, got {value[:60]!r}")
         return value
 
     @model_validator(mode="after")
@@ -127,6 +179,15 @@ class TrainingSettings(BaseSettings):
     def required_gpus(self) -> int:
         return self.colocated_gpus if self.mode is Mode.DAPO else self.trainer_gpus + self.rollout_gpus
 
+    def rollout_gpu_count(self) -> int:
+        return self.rollout_gpus if self.mode is Mode.ONE_STEP_OFF else self.colocated_gpus
+
+    def resolved_rollout_tp(self) -> int:
+        """ROLLOUT_TP, else the original skill's 2 where it divides the rollout GPUs, else 1 (e.g. 1+1 GPUs)."""
+        if self.rollout_tp is not None:
+            return self.rollout_tp
+        return 2 if self.rollout_gpu_count() % 2 == 0 else 1
+
     def resolved_model_path(self) -> str:
         return _under(self.verl_home, "models", self.model_path)
 
@@ -136,12 +197,61 @@ class TrainingSettings(BaseSettings):
     def resolved_val_file(self) -> str:
         return _under(self.verl_home, "data", self.val_file)
 
+    def resolved_reward_fn_path(self) -> str | None:
+        return _under(self.verl_home, "", self.reward_fn_path) if self.reward_fn_path else None
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a TrainingSettings field (``rollout_tp`` → ``ROLLOUT_TP``)."""
+    alias = TrainingSettings.model_fields[field].validation_alias
+    return alias.choices[0] if isinstance(alias, AliasChoices) else field.upper()  # type: ignore[return-value]
+
+
+def settings_with_values(values: dict[str, Any]) -> TrainingSettings:
+    """The environment's parameters with the caller's explicit values (by field name) on top, validated together."""
+    from pydantic import ValidationError
+
+    from verl_async_dapo.errors import describe_validation_error
+
+    clean = {k: v for k, v in values.items() if v is not None}
+    try:
+        base = TrainingSettings(_env_file=None)  # type: ignore[call-arg]
+        return TrainingSettings.model_validate({**base.model_dump(), **clean})
+    except ValidationError as exc:
+        fields = tuple(str(e["loc"][0]) for e in exc.errors() if e["loc"])
+        raise ParamError(f"invalid training parameters: {describe_validation_error(exc)}", fields) from None
+
+
+# Fields whose MCP argument / CLI flag is not simply the field name.
+_FACE_NAMES = {"extra_overrides": ("overrides", "--override")}
+
+
+def mcp_argument(field: str) -> str:
+    return _FACE_NAMES.get(field, (field, ""))[0]
+
+
+def cli_flag(field: str) -> str:
+    return _FACE_NAMES.get(field, ("", ""))[1] or f"--{field.replace('_', '-')}"
+
+
+def param_hint(fields: tuple[str, ...], face: str) -> str:
+    """How the caller changes these parameters, in the words of its face (MCP argument, CLI flag, variable)."""
+    known = list(dict.fromkeys(f for f in fields if f in TrainingSettings.model_fields))
+    if not known:
+        return ""
+    if face == "cli":
+        names = [cli_flag(f) for f in known]
+        return f" (change it with {' / '.join(names)}, or {' / '.join(env_name(f) for f in known)})"
+    if face == "mcp":
+        return f" (change it with the start_training argument {' / '.join(mcp_argument(f) for f in known)})"
+    return f" (change {' / '.join(env_name(f) for f in known)})"
+
 
 def _under(home: str, sub: str, value: str) -> str:
     """Relative names (the original defaults such as ``Qwen3-8B``) live under VERL_HOME/models|data."""
     if value.startswith("/"):
         return str(PurePosixPath(value))
-    return str(PurePosixPath(home) / sub / value)
+    return str(PurePosixPath(home) / sub / value) if sub else str(PurePosixPath(home) / value)
 
 
 _FORBIDDEN_CHARS = frozenset("\x00\n\r")

@@ -72,6 +72,7 @@ def render_errors(report: dict[str, Any]) -> str:
         lines.append(head + f"  features: {', '.join(item['features'])}")
         if item["override_diff"]:
             lines.append("  changed: " + "; ".join(item["override_diff"]))
+        lines += _sourced(item)
         if item["category"]:
             lines.append(f"  error: {item['category']} — {item['explanation']}")
             lines.append(f"  fix: {item['fix']}")
@@ -108,6 +109,18 @@ def _stall_lines(stall: dict[str, Any] | None) -> list[str]:
         lines += ["  py-spy:", *("    " + line for line in str(evidence["py_spy"]).splitlines()[:40])]
     for line in (evidence.get("last_log_lines") or [])[-8:]:
         lines.append(f"    | {line}")
+
+
+def _sourced(item: dict[str, Any]) -> list[str]:
+    """The attempt's overrides that are not the recipe's own, by where they came from, and the plan's notes."""
+    sources: dict[str, str] = item.get("override_sources") or {}
+    by_key = {o.lstrip("+").partition("=")[0]: o for o in item.get("overrides") or []}
+    lines = []
+    for source, label in (("user", "yours"), ("oom_ladder", "from OOM recovery")):
+        chosen = [by_key[k] for k, v in sources.items() if v == source and k in by_key]
+        if chosen:
+            lines.append(f"  overrides {label}: " + "; ".join(chosen))
+    lines += [f"  note: {note}" for note in item.get("plan_notes") or [] if "OOM recovery would set" in note]
     return lines
 
 

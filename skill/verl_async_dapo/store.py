@@ -283,6 +283,20 @@ class Store(OutboxStore):
             fields["suggestions"] = suggestions
         self.update_run(run_id, **fields)
 
+    def reopen_run(self, run_id: str) -> None:
+        """The one way out of a terminal status: a failed or stopped run resumed by the user (runs.resume_run)
+        goes back to ``starting``; its next attempt is a new one, the ended attempts stay as they were."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
+            if row is None or RunStatus(row[0]) not in (RunStatus.FAILED, RunStatus.STOPPED):
+                raise TerminalStateError(f"run {run_id} is {row[0] if row else 'unknown'}: only a failed or stopped "
+                                         "run can be reopened")  # fmt: skip
+            conn.execute(
+                """UPDATE runs SET status='starting', stop_requested=0, final_reason=NULL, suggestions=NULL,
+                   ended_at=NULL, updated_at=? WHERE id=?""",
+                (time.time(), run_id),
+            )
+
     # -- attempts ---------------------------------------------------------------------------
 
     def add_attempt(self, run_id: str, n: int, *, config: dict[str, Any], overrides: list[str],

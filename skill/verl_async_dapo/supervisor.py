@@ -24,11 +24,18 @@ from verl_async_dapo import policy, resume_check
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter, attempt_error
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.launching import plan_for
+from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
-from verl_async_dapo.runspec import RunSpec, attempt_config_from_dict, attempt_config_to_dict
+from verl_async_dapo.runspec import (
+    RESUMED_REASON,
+    RunSpec,
+    attempt_config_from_dict,
+    attempt_config_to_dict,
+    relaunches_before,
+    resume_pending,
+)
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, Target, TargetError, TargetGone
 from verl_async_dapo.targets.registry import get_target
@@ -105,7 +112,16 @@ class Supervisor:
         if not attempts:
             return await self._launch(1, self.spec.first_attempt_config(), "first launch", previous=None)
         last = attempts[-1]
-        if last.status in ("launching", "running"):
+        if resume_pending(last, self.ctx.store.events(self.run_id, limit=10_000)):  # resume_run: same answers, last checkpoint
+            box: dict[str, resume_check.CheckpointState] = {}
+            await self._check_checkpoint(last.n, box)  # recorded on the last attempt: the resumed one is checked by it
+            ckpt = box["ckpt"]
+            self.ctx.store.update_attempt(self.run_id, last.n,
+                                          decision={**(last.decision or {}), "checkpoint": ckpt.to_dict()})  # fmt: skip
+            resumed = ckpt.expected_step
+            reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
+            await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
+        elif last.status in ("launching", "running"):
             await self._reattach(last)  # may abandon it and launch the next one: the latest row is the one to watch
         elif last.status == "abandoned":  # not a failure: it never ran, so the same config again, no retry used
             await self._relaunch_same(last, attempt_config_from_dict(last.config))
@@ -128,17 +144,22 @@ class Supervisor:
         category = ErrorCategory(attempt.error["category"]) if attempt.error else None
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
-        relaunches = sum(a.n < attempt.n and a.status != "abandoned" for a in self.ctx.store.attempts(self.run_id))
-        if category is ErrorCategory.STALLED:  # stopped by the watchman (opt-in): same budget as OOM recovery
-            decision = stall_decision(config, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
+        relaunches = relaunches_before(self.ctx.store.attempts(self.run_id), attempt.n)
+        error = attempt.error or {}
+
+        def decide_from(current: AttemptConfig) -> policy.Decision:
+            if category is ErrorCategory.STALLED:  # stopped by the watchman (opt-in): same budget as OOM recovery
+                return stall_decision(current, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
                                       relaunch=self.watchman.settings.relaunch)  # fmt: skip
-        else:
-            decision = policy.decide(
-                config, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
+            return policy.decide(
+                current, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
                 base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
-                kind=(attempt.error or {}).get("kind"), evidence=(attempt.error or {}).get("excerpt"),
-                gpu_used_share=(attempt.error or {}).get("gpu_used_share"),
+                kind=error.get("kind"), evidence=error.get("excerpt"), gpu_used_share=error.get("gpu_used_share"),
             )  # fmt: skip
+
+        decision = decide_from(config)
+        if self.settings.extra_overrides:  # only the user's own overrides can make a rung change nothing
+            decision = skip_pinned_rungs(decision, attempt.overrides, self._overrides_of, decide_from)
         refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
         if refusal is not None:  # the optional GPU-hour cap of the same budget
             decision = policy.Decision(False, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
@@ -186,9 +207,11 @@ class Supervisor:
                          ["fix the parameter named above; nothing was launched"])  # fmt: skip
             return None
         diff = override_diff(previous.overrides, plan.overrides) if previous else []
+        # Where each value came from (recipe / feature / oom_ladder / user) and the plan's notes, e.g. an OOM
+        # step that left the user's own value in place: check_errors shows them per attempt.
+        recorded = {**attempt_config_to_dict(config), "override_sources": plan.sources, "plan_notes": list(plan.notes)}
         self.ctx.store.add_attempt(
-            self.run_id, n, config=attempt_config_to_dict(config), overrides=list(plan.overrides),
-            override_diff=diff, reason=reason,
+            self.run_id, n, config=recorded, overrides=list(plan.overrides), override_diff=diff, reason=reason,
         )  # fmt: skip
         entry = plan.entry
         result = await self._validations.result(entry, plan.overrides)
@@ -223,6 +246,9 @@ class Supervisor:
         await self._link_stable_log(log_path)
         return handle
 
+    def _overrides_of(self, config: AttemptConfig) -> tuple[str, ...]:
+        return plan_for(self.ctx, self.spec, config, with_secrets=False)[0].overrides
+
     async def _prevalidate_next(self, n: int, config: AttemptConfig) -> None:
         """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one
         process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
@@ -230,7 +256,8 @@ class Supervisor:
         try:
             for category, kind in ((ErrorCategory.GPU_OOM, None), (ErrorCategory.ROLLOUT_OOM, None),
                                    (ErrorCategory.ROLLOUT_OOM, "vllm_kv_cache")):  # fmt: skip
-                decision = policy.decide(config, category, relaunches_so_far=n - 1,
+                decision = policy.decide(config, category,
+                                         relaunches_so_far=relaunches_before(self.ctx.store.attempts(self.run_id), n),
                                          max_retries=self.settings.max_oom_retries, kind=kind,
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:

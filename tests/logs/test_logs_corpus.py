@@ -53,7 +53,9 @@ def test_no_single_source_is_over_a_third_of_the_corpus() -> None:
 def test_real_corpus_covers_healthy_runs_and_most_categories() -> None:
     labels = Counter(judge(p.stem, p.read_text(encoding="utf-8")).label for p in REAL)
     assert labels["none"] >= 10
-    assert {c.value for c in ErrorCategory} - set(labels) <= {"nccl_timeout", "host_oom", "resources"} - set(labels)
+    # "stalled" is found by the supervisor from silence, never in a log's text: no log can carry it.
+    missing = {c.value for c in ErrorCategory} - set(labels) - {"stalled"}
+    assert missing <= {"nccl_timeout", "host_oom", "resources"} - set(labels)
 
 
 def test_classifier_is_right_on_at_least_95_percent_of_the_real_corpus() -> None:

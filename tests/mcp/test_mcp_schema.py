@@ -23,6 +23,8 @@ EXPECTED_TOOLS = [
     "configure_swanlab",
     "configure_notifications",
     "start_training",
+    "plan_training",
+    "resume_training",
     "get_progress",
     "check_errors",
     "stop_training",
@@ -65,7 +67,7 @@ async def test_every_tool_has_a_title_all_four_hints_and_a_factual_description(
             assert "description" in prop or "$ref" in prop or "anyOf" in prop, (tool["name"], name)
     by_name = {t["name"]: t["annotations"] for t in surface}
     read_only = {n for n, h in by_name.items() if h["readOnlyHint"]}
-    assert read_only == {"list_containers", "get_progress", "check_errors", "get_session"}
+    assert read_only == {"list_containers", "plan_training", "get_progress", "check_errors", "get_session"}
     assert {n for n, h in by_name.items() if h["destructiveHint"]} == {"stop_training"}
 
 

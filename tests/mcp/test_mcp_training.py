@@ -190,3 +190,34 @@ async def test_stop_without_form_support_needs_confirm(connect: Callable[..., An
         assert done["status"] == "stopped"
         again = await ok(c, "stop_training", {"run_id": started["run_id"]})
         assert again["confirmation"] == "not_needed" and again["status"] == "stopped"
+
+
+async def test_overrides_show_in_the_session_and_a_stopped_run_resumes(
+    connect: Callable[..., Any], training_tree: Path
+) -> None:
+    control(training_tree, step_seconds=0.4)
+    lr = "actor_rollout_ref.actor.optim.lr=4e-6"
+    async with connect() as c:
+        started = await start(c, overrides=[lr], train_batch_size=8, ppo_mini_batch_size=4, experiment_name="resumable")
+        run_id = started["run_id"]
+        await wait_until(c, run_id, {"running"})
+        session = await ok(c, "get_session")  # what really runs, for an agent picking the conversation up
+        assert session["run_id"] == run_id and session["run_attempt"] == 1
+        assert lr in session["run_overrides"] and "data.train_batch_size=8" in session["run_overrides"]
+        assert "trainer.experiment_name=resumable" in session["run_overrides"]
+        assert session["run_override_sources"]["actor_rollout_ref.actor.optim.lr"] == "user"
+        assert session["run_override_sources"]["data.train_batch_size"] == "recipe"
+        report = await ok(c, "check_errors", {"run_id": run_id})
+        assert report["attempts"][0]["override_sources"]["actor_rollout_ref.actor.optim.lr"] == "user"
+        assert (await ok(c, "stop_training", {"confirm": True}))["confirmation"] == "argument"
+        assert (await wait_until(c, run_id, FINAL))["status"] == "stopped"
+        control(training_tree, step_seconds=0.05)
+        resumed = await ok(c, "resume_training", {"run_id": run_id})
+        assert (resumed["run_id"], resumed["attempt"]) == (run_id, 2)
+        done = await wait_until(c, run_id, FINAL)
+        assert done["status"] == "succeeded" and done["attempt"] == 2, await c_errors(c, run_id)
+        second = (await ok(c, "check_errors", {"run_id": run_id}))["attempts"][1]
+        assert second["reason_started"].startswith("resumed on request")
+        assert second["override_sources"]["actor_rollout_ref.actor.optim.lr"] == "user"
+        again = await refused(c, "resume_training", {"run_id": run_id})
+        assert "only a failed or stopped run can be resumed" in again

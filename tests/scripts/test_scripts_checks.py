@@ -125,7 +125,8 @@ def test_a_rollout_tp_that_does_not_divide_the_rollout_gpus_fails_fast(
     """Only the launch plan checks ROLLOUT_TP against the GPUs; before the fix, start returned and the supervisor
     crash-looped (restarted by every status call), so the following script never ended."""
     runner = make_runner(prepared_container)
-    env = {"MODE": "one_step_off_policy", "TRAINER_GPUS": "2", "ROLLOUT_GPUS": "3"}  # default ROLLOUT_TP=2
+    # ROLLOUT_TP explicit: the default fits the GPUs (2, or 1 for an odd count), a value the user set is never changed.
+    env = {"MODE": "one_step_off_policy", "TRAINER_GPUS": "2", "ROLLOUT_GPUS": "3", "ROLLOUT_TP": "2"}
     result = runner.run(script, env=env, timeout_s=60)
     assert result.returncode != 0, result.describe()
     assert result.seconds < FAIL_FAST_S, result.describe()

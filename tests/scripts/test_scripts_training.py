@@ -129,6 +129,29 @@ def test_run_one_step_off_policy_uses_the_gpu_split(scripts: ScriptRunner, prepa
     assert "'rollout': {'n_gpus_per_node': 1, 'nnodes': 1}" in log
 
 
+def test_extra_overrides_reach_every_attempt_and_a_bad_one_starts_nothing(
+    scripts: ScriptRunner, prepared_container: Container
+) -> None:
+    write_control(prepared_container, oom_at_step=2, oom_unless=["offload"], step_seconds=0.05)
+    extra = "actor_rollout_ref.actor.optim.lr=3e-6 \"trainer.project_name='my-project'\""
+    result = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": extra, "TRAIN_STEPS": "4"})
+    assert result.returncode == 0, result.describe()
+    run_id = run_id_of(result)
+    store = Store(scripts.state_dir / "state.db")
+    try:
+        attempts = store.attempts(run_id)
+    finally:
+        store.close()
+    assert len(attempts) == 2, [a.status for a in attempts]  # the OOM relaunch
+    for attempt in attempts:
+        assert "actor_rollout_ref.actor.optim.lr=3e-6" in attempt.overrides
+        assert "trainer.project_name='my-project'" in attempt.overrides
+    bad = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": "actor_rollout_ref.actor.optim.lrr=3e-6"})
+    assert bad.returncode != 0, bad.describe()
+    assert "verl rejected the overrides, nothing was started" in bad.stderr, bad.describe()
+    assert "EXTRA_OVERRIDES" in bad.stderr
+
+
 def test_run_dapo_exits_non_zero_when_training_fails(scripts: ScriptRunner, prepared_container: Container) -> None:
     """The original skill's set -euo pipefail bug made failure handling dead code; ours reports the failure."""
     write_control(prepared_container, fail="config", step_seconds=0.05)

@@ -116,3 +116,23 @@ def test_a_stale_snapshot_reread_from_the_tail_keeps_the_phase_start() -> None:
     assert (same["phase_since"], same["resume_check"]) == (1000.0, "resumed from step 2 as expected")
     moved = merge_tail_progress(stored, {"phase": "first step (warm-up)", "phase_since": None})
     assert moved["phase_since"] is None  # a new phase began at a time the tail does not say
+
+
+def test_errors_show_the_users_and_the_ladders_overrides_and_a_kept_value() -> None:
+    note = "OOM recovery would set b.param_offload=True; kept your False"
+    report = {
+        "run_id": "run_x", "status": "running", "final_reason": None, "suggestions": [],
+        "attempts": [
+            {"attempt": 2, "status": "running", "exit_code": None, "features": ["offload"], "override_diff": [],
+             "overrides": ["a.lr=2e-6", "a.param_offload=True", "b.param_offload=False", "t.steps=4"],
+             "override_sources": {"a.lr": "user", "a.param_offload": "oom_ladder", "b.param_offload": "user",
+                                  "t.steps": "recipe"},
+             "plan_notes": ["trainer.val_before_train=False: …", note],
+             "category": None, "explanation": None, "fix": None, "excerpt": None, "supervisor_action": None},
+        ],
+    }  # fmt: skip
+    lines = render_errors(report).splitlines()
+    assert "  overrides yours: a.lr=2e-6; b.param_offload=False" in lines
+    assert "  overrides from OOM recovery: a.param_offload=True" in lines
+    assert f"  note: {note}" in lines
+    assert not any("t.steps" in line or "val_before_train" in line for line in lines)  # the recipe's own: not repeated

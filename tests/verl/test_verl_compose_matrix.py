@@ -145,7 +145,7 @@ def _check_common(cfg: DictConfig, plan: LaunchPlan, settings: Any, case: Case) 
     assert select(cfg, f"{A}.optim.lr") == 1e-6
     assert select(cfg, f"{R}.name") == "vllm"
     assert select(cfg, f"{R}.n") == settings.n_resp_per_prompt
-    assert select(cfg, f"{R}.tensor_model_parallel_size") == settings.rollout_tp
+    assert select(cfg, f"{R}.tensor_model_parallel_size") == settings.resolved_rollout_tp() == 2
     assert select(cfg, f"{R}.mode") == ("sync" if legacy else "async")
     assert select(cfg, f"{R}.val_kwargs.top_p") == 0.7
     if case.mode is Mode.DAPO:

@@ -260,7 +260,8 @@ def estimate_from_settings(
         rollout_util=rollout_util if rollout_util is not None else settings.gpu_memory_utilization,
         gpu_total_gib=gpu_total_gib, offload="offload" in effective,
         gradient_checkpointing="gradient_checkpointing" in effective, recompute="recompute" in effective,
-        tp=tp, pp=pp, rollout_tp=settings.rollout_tp,
+        tp=getattr(settings, "actor_tp", None) or tp, pp=getattr(settings, "actor_pp", None) or pp,
+        rollout_tp=settings.resolved_rollout_tp(),
     ))  # fmt: skip
 
 

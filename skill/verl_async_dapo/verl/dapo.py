@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
-from verl_async_dapo.verl.feature_overrides import ACTOR, MODEL, ROLLOUT
+from verl_async_dapo.verl.feature_overrides import ACTOR, MODEL, REF, ROLLOUT
 from verl_async_dapo.verl.overrides import Override, Prefix
+from verl_async_dapo.verl.parallel import Parallelism
 from verl_async_dapo.verl.profiles import RewardLayout, VersionProfile
 
 CLIP_RATIO_LOW = 0.2
@@ -39,6 +40,7 @@ class WorkflowInput:
     checkpoint_dir: str
     experiment_name: str
     swanlab_enabled: bool
+    parallelism: Parallelism
 
 
 def overlong_buffer_len(max_response_length: int) -> int:
@@ -64,6 +66,7 @@ def build_workflow_overrides(inp: WorkflowInput) -> tuple[Override, ...]:
     out += _data(s, dapo)
     out += _algorithm(dapo)
     out += _actor(s, inp.profile)
+    out += _parallel(s, inp.parallelism)
     out += _rollout(s, inp.profile)
     out += _reward(s, inp.profile, dapo)
     out += _trainer(inp)
@@ -74,12 +77,14 @@ def _data(s: TrainingSettings, dapo: bool) -> list[Override]:
     out = [
         Override("data.train_files", s.resolved_train_file()),
         Override("data.val_files", s.resolved_val_file()),
-        Override("data.prompt_key", "prompt"),
+        Override("data.prompt_key", s.prompt_key),
         Override("data.truncation", "left"),
         Override("data.max_prompt_length", s.max_prompt_length),
         Override("data.max_response_length", s.max_response_length),
         Override("data.train_batch_size", s.train_batch_size),
     ]
+    if s.reward_fn_key:  # which column picks the reward function (verl's default: data_source)
+        out.append(Override("data.reward_fn_key", s.reward_fn_key))
     if dapo:
         # Only the DAPO trainer generates gen_batch_size prompts and filters down; elsewhere (0.9.x
         # RayPPOTrainer and the one-step-off trainer built on it) the key would resize the dataloader.
@@ -128,12 +133,23 @@ def _actor(s: TrainingSettings, profile: VersionProfile) -> list[Override]:
     return out
 
 
+def _parallel(s: TrainingSettings, par: Parallelism) -> list[Override]:
+    # The reference model is sharded like the actor. Megatron: set for the ref too, because only 0.9.x
+    # interpolates ref.megatron.* from the actor (0.6.1's ref takes the engine defaults, TP=PP=1).
+    # FSDP: ref.ulysses_sequence_parallel_size interpolates the actor's in every release.
+    if s.framework is Framework.MEGATRON:
+        sizes = {"tensor_model_parallel_size": par.tp, "pipeline_model_parallel_size": par.pp,
+                 "context_parallel_size": par.cp, "expert_model_parallel_size": par.ep}  # fmt: skip
+        return [Override(f"{role}.megatron.{key}", value) for role in (ACTOR, REF) for key, value in sizes.items()]
+    return [Override(f"{ACTOR}.ulysses_sequence_parallel_size", par.ulysses_sp)]
+
+
 def _rollout(s: TrainingSettings, profile: VersionProfile) -> list[Override]:
     out = [
         Override(f"{ROLLOUT}.name", s.rollout_name),
         Override(f"{ROLLOUT}.mode", profile.facts.rollout_mode),
         Override(f"{ROLLOUT}.n", s.n_resp_per_prompt),
-        Override(f"{ROLLOUT}.tensor_model_parallel_size", s.rollout_tp),
+        Override(f"{ROLLOUT}.tensor_model_parallel_size", s.resolved_rollout_tp()),
         Override(f"{ROLLOUT}.temperature", 1.0),
         Override(f"{ROLLOUT}.top_p", 1.0),
         Override(f"{ROLLOUT}.top_k", -1),
@@ -160,14 +176,19 @@ def _reward(s: TrainingSettings, profile: VersionProfile, dapo: bool) -> list[Ov
         "penalty_factor": OVERLONG_PENALTY,
         "log": False,
     }
+    custom: list[Override] = []
+    if s.reward_fn_path:
+        legacy = profile.reward_layout is RewardLayout.LEGACY
+        root = "custom_reward_function" if legacy else "reward.custom_reward_function"
+        custom = [Override(f"{root}.path", s.resolved_reward_fn_path()), Override(f"{root}.name", s.reward_fn_name)]
     if profile.reward_layout is RewardLayout.LEGACY:
-        out = [Override("reward_model.reward_manager", "dapo")]
+        out = [*custom, Override("reward_model.reward_manager", "dapo")]
         if dapo:
             # main_dapo passes reward_model.overlong_buffer and data.max_response_length itself.
             return out + [Override(f"reward_model.overlong_buffer.{k}", v) for k, v in buffer.items()]
         # The one-step-off runner forwards reward_model.reward_kwargs, which its schema lacks.
         return out + _kwargs("reward_model.reward_kwargs", buffer, s.max_response_length, "+")
-    out = [Override("reward.reward_manager.name", "dapo")]
+    out = [*custom, Override("reward.reward_manager.name", "dapo")]
     # dapo_trainer.yaml declares reward.reward_kwargs; verl's base schema (one-step-off) does not.
     return out + _kwargs("reward.reward_kwargs", buffer, s.max_response_length, "" if dapo else "+")
 

@@ -9,6 +9,7 @@ checks that no secret value handed to it shows up anywhere in the plan.
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -17,11 +18,21 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from verl_async_dapo.exceptions import PlanError, SecretLeakError
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings, check_name_text
+from verl_async_dapo.verl import parallel
 from verl_async_dapo.verl.dapo import WorkflowInput, build_workflow_overrides
 from verl_async_dapo.verl.feature_overrides import SequenceBudget, build_feature_overrides
 from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, EnvError, build_launch_env
-from verl_async_dapo.verl.overrides import OverrideError, OverrideList
+from verl_async_dapo.verl.overrides import Override, OverrideError, OverrideList
 from verl_async_dapo.verl.profiles import VersionProfile, profile_for_version
+from verl_async_dapo.verl.user_overrides import (
+    CHECKPOINT_KEY,
+    SOURCE_FEATURE,
+    SOURCE_LADDER,
+    SOURCE_RECIPE,
+    merge_overrides,
+    parse_user_overrides,
+    user_value,
+)
 from verl_async_dapo.verl.versions import VersionError
 
 SUPPORTED_ROLLOUTS = ("vllm", "sglang")
@@ -89,6 +100,8 @@ class LaunchPlan(BaseModel):
     checkpoint_dir: str
     features: dict[str, list[str]]
     tweaks: dict[str, Any]
+    # Override key → where its value came from: recipe / feature / oom_ladder / user.
+    sources: dict[str, str] = Field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -103,8 +116,12 @@ class LaunchPlan(BaseModel):
 
 
 def checkpoint_dir_for(settings: TrainingSettings, run_id: str) -> str:
-    """CKPT_DIR (made absolute under VERL_HOME) or ``{VERL_HOME}/checkpoints/{project}/{run_id}``."""
+    """The user's trainer.default_local_dir override, CKPT_DIR (made absolute under VERL_HOME) or
+    ``{VERL_HOME}/checkpoints/{project}/{run_id}``: where every attempt saves and resumes."""
     home = PurePosixPath(settings.verl_home)
+    mine = user_value(settings.extra_overrides, CHECKPOINT_KEY)
+    if mine:
+        return str(PurePosixPath(mine))
     if settings.ckpt_dir:
         path = PurePosixPath(settings.ckpt_dir)
         return str(path if path.is_absolute() else home / path)
@@ -117,7 +134,8 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
     except VersionError as exc:
         raise PlanError(str(exc)) from exc
     s = request.settings
-    _validate(s, profile)
+    par = _parallelism(s)
+    _validate(s, profile, par)
     experiment = request.experiment_name or s.experiment_name or request.run_id
     ckpt = checkpoint_dir_for(s, request.run_id)
     entry_point = profile.entry(s.mode)
@@ -130,27 +148,31 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
     )
     try:
         overrides = OverrideList()
-        overrides.extend(
-            build_workflow_overrides(
-                WorkflowInput(
-                    settings=s,
-                    profile=profile,
-                    checkpoint_dir=ckpt,
-                    experiment_name=experiment,
-                    swanlab_enabled=request.swanlab_enabled,
-                )
+        workflow = build_workflow_overrides(
+            WorkflowInput(
+                settings=s,
+                profile=profile,
+                checkpoint_dir=ckpt,
+                experiment_name=experiment,
+                swanlab_enabled=request.swanlab_enabled,
+                parallelism=par,
             )
         )
-        features = build_feature_overrides(
-            request.attempt.features,
-            request.attempt.tweaks,
-            s.framework,
-            profile,
-            SequenceBudget(s.max_prompt_length, s.max_response_length),
-            s.gpu_memory_utilization,
-        )
+        overrides.extend(workflow)
+        budget = SequenceBudget(s.max_prompt_length, s.max_response_length)
+        features = build_feature_overrides(request.attempt.features, request.attempt.tweaks, s.framework, profile,
+                                           budget, s.gpu_memory_utilization)  # fmt: skip
         overrides.extend(features.overrides)
-        rendered = overrides.rendered()
+        # What the ladder changed: the same features without its additions and tweaks, compared key by key.
+        first = AttemptConfig(features=replace(request.attempt.features, oom_appended=()))
+        before = {o.key: o.render() for o in build_feature_overrides(first.features, first.tweaks, s.framework,
+                                                                     profile, budget, s.gpu_memory_utilization).overrides}  # fmt: skip
+        ladder = {o.key for o in features.overrides if before.get(o.key) != o.render()}
+        tagged: list[tuple[Override, str]] = [(o, SOURCE_RECIPE) for o in workflow]
+        tagged += [(o, SOURCE_LADDER if o.key in ladder else SOURCE_FEATURE) for o in features.overrides]
+        ladder_values = {o.key: o.render().partition("=")[2] for o in features.overrides if o.key in ladder}
+        merged = merge_overrides(tagged, parse_user_overrides(s.extra_overrides), ladder_values)
+        rendered = merged.rendered
         launch_env = build_launch_env(
             swanlab_enabled=request.swanlab_enabled,
             swanlab_env=request.swanlab_env,
@@ -184,7 +206,8 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
         checkpoint_dir=ckpt,
         features=request.attempt.features.describe(),
         tweaks=request.attempt.tweaks.describe(),
-        notes=(*_notes(s, profile), *features.notes),
+        sources=merged.sources,
+        notes=(*_notes(s, profile), *par.notes, *features.notes, *merged.notes),
     )
     secrets = [v.get_secret_value() for v in request.secret_values] + list(launch_env.secret_values)
     assert_no_secret(plan, secrets)
@@ -211,19 +234,38 @@ def _plan_texts(plan: LaunchPlan) -> list[tuple[str, str]]:
     return texts
 
 
-def _validate(s: TrainingSettings, profile: VersionProfile) -> None:
+def trainer_gpus_of(s: TrainingSettings) -> int:
+    """The GPUs the training actor shards over: all of them colocated (DAPO), TRAINER_GPUS one-step-off."""
+    return s.colocated_gpus if s.mode is Mode.DAPO else s.trainer_gpus
+
+
+def _parallelism(s: TrainingSettings) -> parallel.Parallelism:
+    return parallel.choose(model_path=s.model_path, trainer_gpus=trainer_gpus_of(s),
+                           sequence_tokens=s.max_prompt_length + s.max_response_length, tp=s.actor_tp, pp=s.actor_pp,
+                           cp=s.actor_cp, ep=s.actor_ep, ulysses_sp=s.ulysses_sp)  # fmt: skip
+
+
+def _validate(s: TrainingSettings, profile: VersionProfile, par: parallel.Parallelism) -> None:
     if s.rollout_name not in SUPPORTED_ROLLOUTS:
-        raise PlanError(f"ROLLOUT_NAME={s.rollout_name!r} is not supported; use one of {', '.join(SUPPORTED_ROLLOUTS)}")
-    rollout_gpus = s.rollout_gpus if s.mode is Mode.ONE_STEP_OFF else s.colocated_gpus
-    if rollout_gpus % s.rollout_tp:
+        raise PlanError(f"ROLLOUT_NAME={s.rollout_name!r} is not supported; use one of {', '.join(SUPPORTED_ROLLOUTS)}",
+                        ("rollout_name",))  # fmt: skip
+    rollout_gpus = s.rollout_gpu_count()
+    if rollout_gpus % s.resolved_rollout_tp():
         raise PlanError(
-            f"ROLLOUT_TP={s.rollout_tp} must divide the {rollout_gpus} rollout GPUs "
-            f"({'ROLLOUT_GPUS' if s.mode is Mode.ONE_STEP_OFF else 'colocated GPUs'})"
+            f"ROLLOUT_TP={s.resolved_rollout_tp()} must divide the {rollout_gpus} rollout GPUs "
+            f"({'ROLLOUT_GPUS' if s.mode is Mode.ONE_STEP_OFF else 'colocated GPUs'})",
+            ("rollout_tp", "rollout_gpus" if s.mode is Mode.ONE_STEP_OFF else "n_gpus"),
         )
     if s.ppo_mini_batch_size > s.train_batch_size:
         raise PlanError(
-            f"PPO_MINI_BATCH_SIZE={s.ppo_mini_batch_size} must not exceed TRAIN_BATCH_SIZE={s.train_batch_size}"
+            f"PPO_MINI_BATCH_SIZE={s.ppo_mini_batch_size} must not exceed TRAIN_BATCH_SIZE={s.train_batch_size}",
+            ("ppo_mini_batch_size", "train_batch_size"),
         )
+    megatron = s.framework is Framework.MEGATRON
+    problem = parallel.check(par, trainer_gpus_of(s), megatron)
+    if problem:
+        fields = ("actor_tp", "actor_pp", "actor_cp", "actor_ep") if megatron else ("ulysses_sp",)
+        raise PlanError(problem, (*fields, "trainer_gpus" if s.mode is Mode.ONE_STEP_OFF else "n_gpus"))
     if (
         s.mode is Mode.ONE_STEP_OFF
         and s.framework is Framework.MEGATRON
@@ -231,7 +273,8 @@ def _validate(s: TrainingSettings, profile: VersionProfile) -> None:
         and s.rollout_name != "vllm"
     ):
         # recipe/one_step_off_policy/megatron_workers.py asserts rollout.name == "vllm" on 0.6.x.
-        raise PlanError(f"one-step-off with Megatron on verl {profile.version} supports only ROLLOUT_NAME=vllm")
+        raise PlanError(f"one-step-off with Megatron on verl {profile.version} supports only ROLLOUT_NAME=vllm",
+                        ("rollout_name",))  # fmt: skip
 
 
 def _notes(s: TrainingSettings, profile: VersionProfile) -> list[str]:

@@ -1,0 +1,138 @@
+"""The training tools: start_training, plan_training (the same launch, dry run) and resume_training.
+
+Thin like the rest of the server: the arguments are the run parameters of ``server_params`` (one per
+TrainingSettings field), the decisions are in ``runs`` / ``planning``. start_training and plan_training take
+the same arguments (tests/mcp/test_mcp_training_params.py), so what the plan shows is what start launches.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.mcpserver import Context
+
+from verl_async_dapo import server_models as wire
+from verl_async_dapo import server_params as sp
+from verl_async_dapo.app import AppContext
+from verl_async_dapo.server_app import app_of, lazy_module, off_loop, service_errors, tool, visible
+
+if TYPE_CHECKING:
+    from verl_async_dapo import planning, runs
+else:
+    runs = lazy_module("verl_async_dapo.runs")
+    planning = lazy_module("verl_async_dapo.planning")
+
+
+@tool("Start training", read_only=False, idempotent=False, open_world=True)
+async def start_training(
+    ctx: Context[AppContext],
+    mode: sp.ModeArg = None,
+    framework: sp.FrameworkArg = None,
+    verl_home: sp.VerlHomeArg = None,
+    verl_version: sp.VerlVersionArg = None,
+    model_path: sp.ModelPathArg = None,
+    train_file: sp.TrainFileArg = None,
+    val_file: sp.ValFileArg = None,
+    train_steps: sp.TrainStepsArg = None,
+    trainer_gpus: sp.TrainerGpusArg = None,
+    rollout_gpus: sp.RolloutGpusArg = None,
+    n_gpus: sp.NGpusArg = None,
+    max_prompt_length: sp.MaxPromptLengthArg = None,
+    max_response_length: sp.MaxResponseLengthArg = None,
+    train_batch_size: sp.TrainBatchSizeArg = None,
+    ppo_mini_batch_size: sp.PpoMiniBatchSizeArg = None,
+    n_resp_per_prompt: sp.NRespPerPromptArg = None,
+    rollout_tp: sp.RolloutTpArg = None,
+    rollout_name: sp.RolloutNameArg = None,
+    gpu_memory_utilization: sp.GpuMemArg = None,
+    save_freq: sp.SaveFreqArg = None,
+    ckpt_dir: sp.CkptDirArg = None,
+    project_name: sp.ProjectNameArg = None,
+    experiment_name: sp.ExperimentNameArg = None,
+    max_oom_retries: sp.MaxOomRetriesArg = None,
+    actor_tp: sp.ActorTpArg = None,
+    actor_pp: sp.ActorPpArg = None,
+    actor_cp: sp.ActorCpArg = None,
+    actor_ep: sp.ActorEpArg = None,
+    ulysses_sp: sp.UlyssesSpArg = None,
+    reward_fn_path: sp.RewardFnPathArg = None,
+    reward_fn_name: sp.RewardFnNameArg = None,
+    prompt_key: sp.PromptKeyArg = None,
+    reward_fn_key: sp.RewardFnKeyArg = None,
+    overrides: sp.OverridesArg = None,
+    apply_memory_fix: wire.ApplyMemoryFixArg = False,
+) -> wire.StartOut:
+    """Starts training once all setup questions are answered: runs preflight checks, freezes the
+    answers into a run and hands it to a background supervisor, then returns at once with the run
+    id and the SwanLab link (or why there is none yet). Every run parameter can be given here;
+    omitted ones come from the server's environment, else the original skill's defaults.
+    plan_training shows the exact launch for the same arguments without starting anything. When
+    preflight finds the GPUs cannot hold the run (vLLM's share beside other processes, the estimated
+    peak), nothing starts and the fix is named; apply_memory_fix=true applies it once the user agreed."""
+    app = app_of(ctx)
+    params = sp.training_params(locals())
+    with service_errors(app):
+        result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix)
+    out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
+    out.preflight = [visible(app.scrub(line)) for line in out.preflight]
+    return out
+
+
+@tool("Plan training", read_only=True, idempotent=True, open_world=False)
+async def plan_training(
+    ctx: Context[AppContext],
+    mode: sp.ModeArg = None,
+    framework: sp.FrameworkArg = None,
+    verl_home: sp.VerlHomeArg = None,
+    verl_version: sp.VerlVersionArg = None,
+    model_path: sp.ModelPathArg = None,
+    train_file: sp.TrainFileArg = None,
+    val_file: sp.ValFileArg = None,
+    train_steps: sp.TrainStepsArg = None,
+    trainer_gpus: sp.TrainerGpusArg = None,
+    rollout_gpus: sp.RolloutGpusArg = None,
+    n_gpus: sp.NGpusArg = None,
+    max_prompt_length: sp.MaxPromptLengthArg = None,
+    max_response_length: sp.MaxResponseLengthArg = None,
+    train_batch_size: sp.TrainBatchSizeArg = None,
+    ppo_mini_batch_size: sp.PpoMiniBatchSizeArg = None,
+    n_resp_per_prompt: sp.NRespPerPromptArg = None,
+    rollout_tp: sp.RolloutTpArg = None,
+    rollout_name: sp.RolloutNameArg = None,
+    gpu_memory_utilization: sp.GpuMemArg = None,
+    save_freq: sp.SaveFreqArg = None,
+    ckpt_dir: sp.CkptDirArg = None,
+    project_name: sp.ProjectNameArg = None,
+    experiment_name: sp.ExperimentNameArg = None,
+    max_oom_retries: sp.MaxOomRetriesArg = None,
+    actor_tp: sp.ActorTpArg = None,
+    actor_pp: sp.ActorPpArg = None,
+    actor_cp: sp.ActorCpArg = None,
+    actor_ep: sp.ActorEpArg = None,
+    ulysses_sp: sp.UlyssesSpArg = None,
+    reward_fn_path: sp.RewardFnPathArg = None,
+    reward_fn_name: sp.RewardFnNameArg = None,
+    prompt_key: sp.PromptKeyArg = None,
+    reward_fn_key: sp.RewardFnKeyArg = None,
+    overrides: sp.OverridesArg = None,
+    oom_step: sp.OomStepArg = 0,
+) -> sp.PlanOut:
+    """Dry run of start_training with the same arguments: the exact launch (entry, argv, Hydra
+    overrides, environment with secrets as names only), the features, where each parameter and
+    each override value came from (argument / environment / default; recipe / feature / oom_ladder /
+    user) and what is still assumed (e.g. questions not answered yet). Starts and stores nothing."""
+    app = app_of(ctx)
+    args: dict[str, Any] = dict(locals())
+    with service_errors(app):
+        data = await off_loop(planning.plan_training, app, sp.training_params(args), oom_step=oom_step)
+    return sp.PlanOut.model_validate(data)
+
+
+@tool("Resume training", read_only=False, idempotent=False, open_world=True)
+async def resume_training(ctx: Context[AppContext], run_id: wire.RunId = None) -> sp.ResumeOut:
+    """Continues a failed or stopped run from its last checkpoint, as a new attempt of the same run
+    with the same answers and parameters (a background supervisor launches it; returns at once).
+    Omitted run_id = the current session's run, else the latest."""
+    app = app_of(ctx)
+    with service_errors(app):
+        return sp.ResumeOut.model_validate(await off_loop(runs.resume_run, app, run_id))
