@@ -178,6 +178,7 @@ class Supervisor:
                                       "category": category.value if category else None, "relaunch": relaunches + 1,
                                       "max_relaunches": self.settings.max_oom_retries},
         )  # fmt: skip
+        self.watchman.outbox.wake()
         # Independent: the old job's cleanup and the checkpoint check run at once.
         box: dict[str, resume_check.CheckpointState] = {}
         async with anyio.create_task_group() as tg:
@@ -426,6 +427,7 @@ class Supervisor:
         level = "info" if status in ("succeeded", "stopped") else "error"
         self.ctx.store.add_event(level, f"run_{status}", reason, run_id=self.run_id,
                                  data={"suggestions": suggestions})  # fmt: skip
+        self.watchman.outbox.wake()
         return status
 
     async def _heartbeat(self) -> None:
