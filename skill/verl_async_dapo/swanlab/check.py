@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
-from verl_async_dapo.swanlab_config import SwanlabConfig, SwanlabMode
+from verl_async_dapo.swanlab.config import SwanlabConfig, SwanlabMode
 from verl_async_dapo.untrusted import clean, quoted
 
 __all__ = ["KeyCheck", "KeyStatus", "check_key"]

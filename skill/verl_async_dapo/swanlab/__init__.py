@@ -1,14 +1,14 @@
 """SwanLab setup: one import for the rest of the package.
 
-``swanlab_values`` checks modes, hosts and keys; ``swanlab_config`` resolves and stores the setting (env > config file > ask) and turns it into
-container environment; ``swanlab_check`` verifies the key against the server before launch.
+``values`` checks modes, hosts and keys; ``config`` resolves and stores the setting (env > config file > ask) and turns it into
+container environment; ``check`` verifies the key against the server before launch.
 (Inside this package ``import swanlab`` still means the SDK: imports are absolute.)
 """
 
 from __future__ import annotations
 
-from verl_async_dapo.swanlab_check import KeyCheck, KeyStatus, check_key
-from verl_async_dapo.swanlab_config import (
+from verl_async_dapo.swanlab.check import KeyCheck, KeyStatus, check_key
+from verl_async_dapo.swanlab.config import (
     CONFIG_FILE_NAME,
     PUBLIC_API_HOST,
     PUBLIC_WEB_HOST,

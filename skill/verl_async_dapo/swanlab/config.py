@@ -36,7 +36,7 @@ from verl_async_dapo.secret_store import (
     write_private_file,
 )
 from verl_async_dapo.settings import check_path_text, config_dir
-from verl_async_dapo.swanlab_values import (
+from verl_async_dapo.swanlab.values import (
     PUBLIC_API_HOST,
     PUBLIC_WEB_HOST,
     SwanlabConfigError,
