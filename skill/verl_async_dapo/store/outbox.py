@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from verl_async_dapo.store_db import Database
+from verl_async_dapo.store.db import Database
 
 __all__ = ["OutboxRow", "OutboxStore"]
 
@@ -28,7 +28,7 @@ class OutboxRow:
 
 
 class OutboxStore(Database):
-    """The outbox part of ``Store`` (its base): reads and transactions as ``store_db.Database`` bounds them."""
+    """The outbox part of ``Store`` (its base): reads and transactions as ``store.db.Database`` bounds them."""
 
     def outbox_enqueue(self, event_id: int, run_id: str | None, sinks: list[str]) -> int:
         """One pending row per sink for this event; a row that exists already (sent or not) is left alone."""

@@ -5,7 +5,7 @@ WAL mode lets the server and a supervisor read and write at once; every change i
 change or none of it. The schema is versioned with ``PRAGMA user_version`` and migrated
 forward only. Events are append-only (triggers refuse UPDATE and DELETE). No secret is ever
 written here: answers hold references into the secret store instead.
-Connections, bounded waits and busy retries: ``store_db``.
+Connections, bounded waits and busy retries: ``store.db``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
-from verl_async_dapo.store_outbox import OutboxRow, OutboxStore
+from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 
 __all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
 
@@ -142,7 +142,7 @@ def _loads(text: str | None) -> Any:
 
 
 class Store(OutboxStore):
-    """The state store: sessions, answers, runs, attempts, events (connections and waits: ``store_db``)."""
+    """The state store: sessions, answers, runs, attempts, events (connections and waits: ``store.db``)."""
 
     def _prepare(self) -> None:
         self._migrate()
