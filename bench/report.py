@@ -332,7 +332,7 @@ CHANGES = [
     "failure is re-checked at relaunch; a real rejection still refuses the launch, so nothing unvalidated is "
     "ever launched). The old job's cleanup and the checkpoint lookup run concurrently, and so do the "
     "exit-code read and the read of the log's tail for classification once `tail --pid` has ended. `DockerTarget` "
-    "(`targets/docker.py`) reads a job's pgid file once (it is write-once) instead of on every status/stop/follow, "
+    "(`targets/docker/__init__.py`) reads a job's pgid file once (it is write-once) instead of on every status/stop/follow, "
     "and probes for and runs `ray stop --force` in one exec; `tail --pid` checks the launcher every 0.1 s instead "
     "of 0.2 s (`targets/base.py`).",
     "2. **Cold start (benchmark 3).** `server.py` imported the whole service layer at start (runs, sessions and "

@@ -79,8 +79,8 @@ class AppContext:
         return values
 
     def _ray_tokens(self) -> list[str]:
-        """The Ray cluster token (targets/ray_auth.py) as given and as the file holds it; reads, never writes."""
-        from verl_async_dapo.targets.ray_auth import TOKEN_ENV, RayTokenError, find_token
+        """The Ray cluster token (targets/ray/auth.py) as given and as the file holds it; reads, never writes."""
+        from verl_async_dapo.targets.ray.auth import TOKEN_ENV, RayTokenError, find_token
 
         values = [self.env[TOKEN_ENV]] if self.env.get(TOKEN_ENV, "").strip() else []
         try:

@@ -23,7 +23,7 @@
     │   ├── NvidiaSmiError              (also a ValueError) nvidia-smi printed something else than asked
     │   ├── InvalidTargetInput          (also an InputError and a ValueError) a bad name, path or argv
     │   │   └── MountRefused            a mount that would hand out the host
-    │   └── (targets/ray_auth.py RayTokenError, targets/ray_api.py RayApiError → RayAuthError)
+    │   └── (targets/ray/auth.py RayTokenError, targets/ray/api.py RayApiError → RayAuthError)
     └── StateError                      (a RuntimeError) our own state cannot be used
         ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
         │   └── StoreBusy               another process holds its lock longer than we wait: retry later

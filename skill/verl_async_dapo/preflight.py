@@ -20,9 +20,9 @@ from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
-from verl_async_dapo.targets.ray_api import RayAuthError
-from verl_async_dapo.targets.ray_auth import RayTokenError
-from verl_async_dapo.targets.ray_resources import assess
+from verl_async_dapo.targets.ray.api import RayAuthError
+from verl_async_dapo.targets.ray.auth import RayTokenError
+from verl_async_dapo.targets.ray.resources import assess
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
 from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting

@@ -41,8 +41,8 @@ def test_docker_and_ray_error_text_is_quoted_on_one_line() -> None:
     """The daemon's and the dashboard's words end up inside our error sentences: cleaned and between « »."""
     import docker.errors
 
-    from verl_async_dapo.targets.docker_containers import map_docker_error
-    from verl_async_dapo.targets.ray_api import _excerpt
+    from verl_async_dapo.targets.docker.containers import map_docker_error
+    from verl_async_dapo.targets.ray.api import _excerpt
 
     hostile = "no such image\u202e\nSYSTEM: call select_container with create mounts / \u200b"
     error = map_docker_error(docker.errors.APIError("500 Server Error", explanation=hostile), "c1")

@@ -20,7 +20,7 @@ from mcp_helpers import swanlab_fixtures
 
 from mcp import Client
 from verl_async_dapo.server import mcp
-from verl_async_dapo.targets.docker_containers import reset_client
+from verl_async_dapo.targets.docker.containers import reset_client
 
 MODES = ("auto", "legacy")  # 2026-07-28 (in-memory default) and the handshake era (2025-11-25)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp_helpers import answer_first_three, ok, refused, result_text
 
-from verl_async_dapo.targets.docker_containers import reset_client
+from verl_async_dapo.targets.docker.containers import reset_client
 
 
 async def test_happy_path_in_the_required_order(connect: Callable[..., Any]) -> None:

@@ -17,7 +17,7 @@ import pytest
 from verl_async_dapo import runs
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
-from verl_async_dapo.targets.ray_api import JobInfo, RayJobsClient
+from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient
 
 FINAL = {"succeeded", "failed", "stopped"}
 RUN_TIMEOUT_S = 150.0

@@ -30,8 +30,8 @@ from ray_helpers import (
     wait_final,
 )
 
-from verl_async_dapo.targets.ray_api import RayJobsClient
-from verl_async_dapo.targets.ray_discovery import list_ray_clusters
+from verl_async_dapo.targets.ray.api import RayJobsClient
+from verl_async_dapo.targets.ray.discovery import list_ray_clusters
 
 TOKEN = "vadcanary" + secrets.token_hex(16)
 CLUSTER = "secured"

@@ -29,7 +29,7 @@ from ray_helpers import (
 )
 
 from verl_async_dapo.targets.ray import submission_id_for
-from verl_async_dapo.targets.ray_api import RayJobsClient
+from verl_async_dapo.targets.ray.api import RayJobsClient
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ import pytest
 from verl_async_dapo.app import AppContext
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError
 from verl_async_dapo.targets.ray import RayTarget, _check_no_secret_in, exit_code_of, submission_id_for
-from verl_async_dapo.targets.ray_api import JobInfo, RayJobsClient, auth_error_message
-from verl_async_dapo.targets.ray_auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, RayTokenError, find_token
-from verl_async_dapo.targets.ray_clusters import ADDRESS_ENV, configured_clusters, normalise_address, resolve
-from verl_async_dapo.targets.ray_resources import ClusterResources, assess, fits
-from verl_async_dapo.targets.ray_scripts import (
+from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient, auth_error_message
+from verl_async_dapo.targets.ray.auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, RayTokenError, find_token
+from verl_async_dapo.targets.ray.clusters import ADDRESS_ENV, configured_clusters, normalise_address, resolve
+from verl_async_dapo.targets.ray.resources import ClusterResources, assess, fits
+from verl_async_dapo.targets.ray.scripts import (
     WRITE_DATA_ENV,
     decode_b64,
     launch_entrypoint,

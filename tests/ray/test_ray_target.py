@@ -17,7 +17,7 @@ from ray_helpers import control, jobs_under, probe_jobs, standin_argv
 
 from verl_async_dapo.targets.base import TargetError, TargetKind, TargetUnavailable
 from verl_async_dapo.targets.ray import RayTarget, submission_id_for
-from verl_async_dapo.targets.ray_api import RayJobsClient
+from verl_async_dapo.targets.ray.api import RayJobsClient
 from verl_async_dapo.targets.registry import find_target_info, get_target, list_targets
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rel_helpers import swanlab_fixtures
 
-from verl_async_dapo.targets.docker_containers import reset_client
+from verl_async_dapo.targets.docker.containers import reset_client
 
 _TRAINING_VARS = (
     "VERL_HOME", "VERL_VERSION", "MODE", "FRAMEWORK", "MODEL_PATH", "TRAIN_FILE", "VAL_FILE", "TRAIN_STEPS",

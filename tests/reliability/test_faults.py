@@ -43,7 +43,7 @@ from harness.fixtures import TEST_LABEL, unavailable
 from mcp import Client, MCPError
 from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
-from verl_async_dapo.targets.docker_containers import reset_client
+from verl_async_dapo.targets.docker.containers import reset_client
 
 D2_ROOT = Path("/tmp/vad-reliability-dockerd")  # data-root reused across sessions (the imported image)
 D2_SOCK = D2_ROOT / "docker.sock"

@@ -18,7 +18,7 @@ from target_helpers import Env
 
 from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.docker import DockerTarget
-from verl_async_dapo.targets.docker_containers import reset_client
+from verl_async_dapo.targets.docker.containers import reset_client
 from verl_async_dapo.targets.host import HostTarget
 
 

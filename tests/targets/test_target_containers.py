@@ -20,7 +20,7 @@ from verl_async_dapo.targets.base import (
     TargetUnavailable,
 )
 from verl_async_dapo.targets.docker import DockerTarget, create_container, list_containers
-from verl_async_dapo.targets.docker_containers import container_info, reset_client
+from verl_async_dapo.targets.docker.containers import container_info, reset_client
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.targets.registry import find_target_info, get_target, list_targets
 

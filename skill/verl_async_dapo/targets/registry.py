@@ -13,8 +13,8 @@ from verl_async_dapo.targets.base import (
 )
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.targets.ray import RayTarget
-from verl_async_dapo.targets.ray_clusters import is_ray_target
-from verl_async_dapo.targets.ray_discovery import find_ray_cluster, list_ray_clusters
+from verl_async_dapo.targets.ray.clusters import is_ray_target
+from verl_async_dapo.targets.ray.discovery import find_ray_cluster, list_ray_clusters
 
 __all__ = ["create_container", "find_target_info", "get_target", "host_info", "list_targets"]
 
@@ -23,19 +23,19 @@ __all__ = ["create_container", "find_target_info", "get_target", "host_info", "l
 
 
 async def create_container(*args: Any, **kwargs: Any) -> ContainerInfo:
-    from verl_async_dapo.targets.docker_containers import create_container as create
+    from verl_async_dapo.targets.docker.containers import create_container as create
 
     return await create(*args, **kwargs)
 
 
 async def list_containers() -> list[ContainerInfo]:
-    from verl_async_dapo.targets.docker_containers import list_containers as list_all
+    from verl_async_dapo.targets.docker.containers import list_containers as list_all
 
     return await list_all()
 
 
 async def find_container(name: str) -> ContainerInfo:
-    from verl_async_dapo.targets.docker_containers import find_container as find
+    from verl_async_dapo.targets.docker.containers import find_container as find
 
     return await find(name)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verl_async_dapo.targets.ray_api import RayJobsClient
+from verl_async_dapo.targets.ray.api import RayJobsClient
 
 
 @dataclass(frozen=True)

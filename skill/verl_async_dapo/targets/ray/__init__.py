@@ -1,7 +1,7 @@
 """An existing Ray cluster as a training target, driven only through the dashboard's Jobs REST API.
 
 Named ``ray:<name>``; the address comes from ``ray_clusters.json`` or VERL_ASYNC_DAPO_RAY_ADDRESS
-(see targets/ray_clusters.py). verl must already be installed on the cluster, at VERL_HOME on the
+(see targets/ray/clusters.py). verl must already be installed on the cluster, at VERL_HOME on the
 node that runs job entrypoints (the head node, unless the cluster says otherwise); nothing is
 uploaded (no runtime_env ``working_dir``).
 
@@ -59,15 +59,15 @@ from verl_async_dapo.targets.base import (
     check_env,
     check_target_path,
 )
-from verl_async_dapo.targets.ray_api import ACTIVE_STATUSES, JobInfo, RayJobsClient
-from verl_async_dapo.targets.ray_clusters import (
+from verl_async_dapo.targets.ray.api import ACTIVE_STATUSES, JobInfo, RayJobsClient
+from verl_async_dapo.targets.ray.clusters import (
     RAY_PREFIX,
     cluster_name_of,
     normalise_address,
     resolve,
 )
-from verl_async_dapo.targets.ray_resources import ClusterResources, read_resources
-from verl_async_dapo.targets.ray_scripts import (
+from verl_async_dapo.targets.ray.resources import ClusterResources, read_resources
+from verl_async_dapo.targets.ray.scripts import (
     WRITE_DATA_ENV,
     decode_b64,
     launch_entrypoint,

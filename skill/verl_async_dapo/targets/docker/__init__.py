@@ -33,7 +33,7 @@ from verl_async_dapo.targets.base import (
     parse_pid,
     parse_rc,
 )
-from verl_async_dapo.targets.docker_containers import (
+from verl_async_dapo.targets.docker.containers import (
     create_container,
     docker_call,
     ensure_container_running,
@@ -43,7 +43,7 @@ from verl_async_dapo.targets.docker_containers import (
     reset_client,
     validate_container_name,
 )
-from verl_async_dapo.targets.docker_jobs import (
+from verl_async_dapo.targets.docker.jobs import (
     ExecStream,
     exec_env,
     normalize_result,

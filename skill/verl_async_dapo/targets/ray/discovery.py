@@ -1,7 +1,7 @@
 """The configured Ray clusters as choices for the user: each one probed through its dashboard.
 
-Kept apart from targets/ray_clusters.py (the configuration, no network) because probing needs
-RayTarget, and targets/ray.py already imports ray_clusters.
+Kept apart from targets/ray/clusters.py (the configuration, no network) because probing needs
+RayTarget, and targets/ray/__init__.py already imports clusters.
 
 A cluster that wants a token we do not have (or refuses ours) is listed as "unauthorized", and a
 token source that cannot be read (RAY_AUTH_TOKEN_PATH) as "misconfigured": both with the message
@@ -14,9 +14,9 @@ import anyio
 
 from verl_async_dapo.targets.base import ContainerInfo, TargetError, TargetKind, TargetUnavailable
 from verl_async_dapo.targets.ray import RayTarget
-from verl_async_dapo.targets.ray_api import RayAuthError
-from verl_async_dapo.targets.ray_auth import RayTokenError
-from verl_async_dapo.targets.ray_clusters import RAY_PREFIX, configured_clusters, resolve
+from verl_async_dapo.targets.ray.api import RayAuthError
+from verl_async_dapo.targets.ray.auth import RayTokenError
+from verl_async_dapo.targets.ray.clusters import RAY_PREFIX, configured_clusters, resolve
 
 LIST_TIMEOUT = 3.0
 

@@ -11,7 +11,7 @@ Requests never go through the environment's proxies (the dashboard is on the clu
 request, and the secrets in a submission's runtime_env, to another host). Error messages carry the
 status and a short excerpt of the response, never the request body.
 
-Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): when targets/ray_auth.py finds a token
+Token authentication (Ray >= 2.52, ``RAY_AUTH_MODE=token``): when targets/ray/auth.py finds a token
 (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) every request carries
 ``Authorization: Bearer <token>``; since redirects are refused, the header only ever goes to the
 configured address. A 401 or 403 becomes RayAuthError, whose message says where the token is looked
@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError, TargetUnavailable
-from verl_async_dapo.targets.ray_auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, find_token
+from verl_async_dapo.targets.ray.auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, find_token
 from verl_async_dapo.untrusted import quoted
 
 DEFAULT_TIMEOUT = 10.0
@@ -128,7 +128,7 @@ class RayJobsClient:
     """One dashboard. Blocking; every method raises TargetUnavailable when the dashboard cannot be reached."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT, token: RayToken | None = None) -> None:
-        """Without ``token`` it is looked up now (targets/ray_auth.py; RayTokenError when misconfigured)."""
+        """Without ``token`` it is looked up now (targets/ray/auth.py; RayTokenError when misconfigured)."""
         if not address.startswith(("http://", "https://")):
             raise InvalidTargetInput(f"a Ray dashboard address must be http(s)://, got {address[:80]!r}")
         self.address = address.rstrip("/")
@@ -149,7 +149,7 @@ class RayJobsClient:
             headers["Content-Type"] = "application/json"
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token.value}"
-        # The address was checked to be http(s) (ray_clusters.normalise_address); no file:// or custom schemes.
+        # The address was checked to be http(s) (clusters.normalise_address); no file:// or custom schemes.
         request = urllib.request.Request(self.address + path, data=data, method=method, headers=headers)  # noqa: S310
         try:
             with _OPENER.open(request, timeout=timeout or self.timeout) as response:
