@@ -208,7 +208,7 @@ class State:
     env: dict[str, str]
 
     def ctx(self) -> Any:
-        from verl_async_dapo.app import AppContext
+        from verl_async_dapo.context import AppContext
 
         return AppContext.from_environment(self.env)
 

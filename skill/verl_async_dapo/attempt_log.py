@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from verl_async_dapo import resume_check
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser

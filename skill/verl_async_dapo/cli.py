@@ -25,7 +25,7 @@ def _print_json(data: Any) -> None:
 
 
 def _ctx() -> Any:
-    from verl_async_dapo.app import AppContext
+    from verl_async_dapo.context import AppContext
 
     return AppContext.from_environment()
 

@@ -19,7 +19,7 @@ from pydantic import SecretStr
 
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer, proxy_env
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.policy import AttemptConfig, Decision
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.settings import TrainingSettings

@@ -21,7 +21,7 @@ from verl_async_dapo.policy import AttemptConfig, decide
 from verl_async_dapo.settings import TrainingSettings, config_dir, env_name, settings_with_values
 
 if TYPE_CHECKING:
-    from verl_async_dapo.app import AppContext
+    from verl_async_dapo.context import AppContext
 
 DEFAULT_PLAN_VERSION = "0.9.1"
 PREVIEW_RUN_ID = "run_preview"

@@ -12,8 +12,8 @@ import getpass
 import sys
 
 from verl_async_dapo import sessions
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.cli_params import training_params
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.features import parse_user_features
 from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 from verl_async_dapo.runs import StartResult, no_gpus_allowed, preflight, settings_with, start_training

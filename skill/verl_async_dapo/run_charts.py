@@ -11,8 +11,8 @@ import importlib.util
 
 import anyio
 
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.charts import AttemptSeries, render_png
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.series import METRICS_LINE_GREP, parse_series
 from verl_async_dapo.runs import resolve_run
 from verl_async_dapo.store import AttemptRow

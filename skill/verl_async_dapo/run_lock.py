@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verl_async_dapo.app import AppContext
+    from verl_async_dapo.context import AppContext
 
 # The descriptor of the run's lock file, already locked, that spawn_supervisor passes to the child.
 LOCK_FD_ENV = "VERL_ASYNC_DAPO_SUPERVISOR_LOCK_FD"

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 from verl_async_dapo import policy
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import ParamError, UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.formats import from_whole_line, iso_time

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
 from verl_async_dapo import server_models as wire
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.server_app import (
     NotAsked,
     app_of,

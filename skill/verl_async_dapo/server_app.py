@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from verl_async_dapo import server_models as wire
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.errors import user_facing_error
 
 # The lifespan's lines keep the logger name they had before this module was split out of ``server``.

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 
 log = logging.getLogger("verl_async_dapo.server")
 

@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context
 
 from verl_async_dapo import server_models as wire
 from verl_async_dapo import server_params as sp
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.server_app import app_of, lazy_module, off_loop, service_errors, tool, visible
 
 if TYPE_CHECKING:

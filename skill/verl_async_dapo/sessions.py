@@ -21,7 +21,7 @@ from verl_async_dapo.answers import (
     normalise_no_proxy,
     normalise_proxy_value,
 )
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.features import FeatureError, FeatureSet
 from verl_async_dapo.flow import (

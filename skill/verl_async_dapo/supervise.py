@@ -14,7 +14,7 @@ import time
 
 import anyio
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.store import StoreBusy
 from verl_async_dapo.supervisor import Supervisor

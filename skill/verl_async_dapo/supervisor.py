@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 
 from verl_async_dapo import policy, resume_check
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.attempt_log import AttemptLog, ProgressWriter, attempt_error
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig

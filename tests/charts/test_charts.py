@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from verl_async_dapo import cli
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.charts import AttemptSeries, render_png
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.series import parse_series
 from verl_async_dapo.run_charts import progress_chart
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.formats import from_whole_line, iso_time
 
 CLI = [sys.executable, "-m", "verl_async_dapo"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from verl_async_dapo import runs, sessions
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 
 PROXY_PASSWORD = "pw-canary-7f3e91"

@@ -9,7 +9,7 @@ from typing import Any
 from mcp.types import ElicitResult
 from mcp_helpers import answer_first_three, ok
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 
 
 class RecordingForm:

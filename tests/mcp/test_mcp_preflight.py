@@ -20,7 +20,7 @@ import pytest
 from mcp_helpers import ok, refused
 
 from verl_async_dapo import cli, runs
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 

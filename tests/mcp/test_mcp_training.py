@@ -22,7 +22,7 @@ from mcp_helpers import answer_first_three, ok, refused, result_text
 
 from mcp import Client
 from verl_async_dapo import runs
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 FINAL = {"succeeded", "failed", "stopped"}

@@ -18,7 +18,7 @@ SETTINGS_FIELDS = set(TrainingSettings.model_fields)
 
 
 def _stored_runs() -> list[Any]:
-    from verl_async_dapo.app import AppContext
+    from verl_async_dapo.context import AppContext
 
     return AppContext.from_environment().store.runs(10)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from notify_services import CANARY_SECRET, Services, services
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import anyio
 import pytest
 from notify_services import CANARY_SECRET, Services
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.notify import outbox as outbox_mod
 from verl_async_dapo.notify.outbox import Outbox
 from verl_async_dapo.notify.service import configure

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from verl_async_dapo import runs
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
 from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient
 

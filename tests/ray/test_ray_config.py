@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.targets.base import InvalidTargetInput, TargetError
 from verl_async_dapo.targets.ray import RayTarget, _check_no_secret_in, exit_code_of, submission_id_for
 from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient, auth_error_message

@@ -47,7 +47,7 @@ from rel_helpers import (
 )
 
 from mcp import Client, MCPError
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.server import mcp
 
 CANARY = Path("/tmp") / f"vad-reliability-canary-{uuid.uuid4().hex[:12]}"

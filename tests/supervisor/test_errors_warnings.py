@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.runs import check_errors_live
 from verl_async_dapo.status_view import render_errors
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, replace
 
 import anyio
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.notify import config as notify_config
 from verl_async_dapo.notify.events import render, wanted
 from verl_async_dapo.notify.send import SendResult, send

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
-from verl_async_dapo.app import AppContext
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.notify import config as cfg
 from verl_async_dapo.notify.formats import SIGNED_KINDS, Notice, SinkKind
 from verl_async_dapo.notify.send import SendResult, send

@@ -13,8 +13,8 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo.app import AppContext
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.outbox import Outbox
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
