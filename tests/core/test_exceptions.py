@@ -17,7 +17,7 @@ from verl_async_dapo.errors import user_facing_error
 def _package_exceptions() -> set[type[BaseException]]:
     found: set[type[BaseException]] = set()
     for info in pkgutil.walk_packages(verl_async_dapo.__path__, prefix="verl_async_dapo."):
-        if info.name.endswith(("__main__", ".server", ".server_app", ".server_http")):
+        if info.name.endswith(("__main__", ".server", ".server.app", ".server.http")):
             continue  # faces: importing them builds the MCP server; they define no exception outside the tree
         module = importlib.import_module(info.name)
         for _, obj in inspect.getmembers(module, inspect.isclass):

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from mcp_helpers import answer_first_three, ok, refused
 
-from verl_async_dapo import cli_params, server_params, server_training
+from verl_async_dapo import cli_params
+from verl_async_dapo.server import params as server_params
+from verl_async_dapo.server import training as server_training
 from verl_async_dapo.settings import TrainingSettings
 
 SETTINGS_FIELDS = set(TrainingSettings.model_fields)

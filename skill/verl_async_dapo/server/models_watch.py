@@ -1,5 +1,5 @@
 """Wire models of the watchman: configure_notifications' arguments, form and output, and check_errors' stall
-bundle (re-exported by server_models, where the tools find them as ``wire.*``)."""
+bundle (re-exported by server.models, where the tools find them as ``wire.*``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # as server_models._Out
+    model_config = ConfigDict(extra="ignore")  # as server.models._Out
 
 
 class NotifySinkForm(BaseModel):

@@ -13,34 +13,34 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from verl_async_dapo.features import FEATURE_ORDER
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyEventsArg as NotifyEventsArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyEveryArg as NotifyEveryArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyKindArg as NotifyKindArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyOut as NotifyOut,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifySecretArg as NotifySecretArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifySinkForm as NotifySinkForm,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifySinkOut as NotifySinkOut,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyTestArg as NotifyTestArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     NotifyUrlArg as NotifyUrlArg,
 )
-from verl_async_dapo.server_models_watch import (
+from verl_async_dapo.server.models_watch import (
     StallOut as StallOut,
 )
 

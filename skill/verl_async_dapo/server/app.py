@@ -26,9 +26,9 @@ from mcp.server.mcpserver import server as _sdk_server
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
-from verl_async_dapo import server_models as wire
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.errors import user_facing_error
+from verl_async_dapo.server import models as wire
 
 # The lifespan's lines keep the logger name they had before this module was split out of ``server``.
 logger = logging.getLogger("verl_async_dapo.server")
@@ -68,14 +68,14 @@ def lazy_module(name: str) -> ModuleType:
 # The AppContexts of the lifespans now running. Static resources get no Context in the SDK,
 # so the session resource reads the innermost one from here.
 live_apps: list[AppContext] = []
-pushers: dict[int, Any] = {}  # id(AppContext) → its server_push.Pusher
+pushers: dict[int, Any] = {}  # id(AppContext) → its server.push.Pusher
 
 
 @asynccontextmanager
 async def app_lifespan(server: MCPServer[AppContext]) -> AsyncIterator[AppContext]:
     """One AppContext per server process, built from the environment, closed at shutdown; and the task that
-    pushes run events to connected agents (server_push; idle until the first tool call)."""
-    from verl_async_dapo.server_push import Pusher
+    pushes run events to connected agents (server.push; idle until the first tool call)."""
+    from verl_async_dapo.server.push import Pusher
 
     app = AppContext.from_environment()
     live_apps.append(app)

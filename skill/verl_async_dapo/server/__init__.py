@@ -3,7 +3,7 @@
 Thin by design: each tool validates its arguments (pydantic, via the signature), calls one
 service in ``sessions`` / ``runs``, turns the expected failures into ``ToolError`` with a
 scrubbed, actionable message, and returns a pydantic model (structured output).
-The ``MCPServer`` instance, its lifespan and the error and registration helpers are in ``server_app``.
+The ``MCPServer`` instance, its lifespan and the error and registration helpers are in ``server.app``.
 
 Every tool is ``async`` and calls the services off the event loop (``off_loop``, a worker thread):
 a state.db locked by another process then holds up that one call for a bounded time, never the
@@ -20,9 +20,9 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
-from verl_async_dapo import server_models as wire
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server_app import (
+from verl_async_dapo.server import models as wire
+from verl_async_dapo.server.app import (
     NotAsked,
     app_of,
     can_elicit,
@@ -34,7 +34,7 @@ from verl_async_dapo.server_app import (
     service_errors,
     tool,
 )
-from verl_async_dapo.server_menu import container_menu
+from verl_async_dapo.server.menu import container_menu
 
 # The services load on the first tool call, not at start: initialize and tools/list need none of them, and they
 # pull in the log rules, verl's planner, preflight and the SwanLab checks (cold start: bench/RESULTS.md).
@@ -292,7 +292,7 @@ async def configure_notifications(
 # -- the run ------------------------------------------------------------------------------
 
 # start_training, plan_training and resume_training: registered here, after question 4, in the tools' order.
-from verl_async_dapo import server_training  # noqa: E402, F401
+from verl_async_dapo.server import training as server_training  # noqa: E402, F401
 
 
 @tool("Training progress", read_only=True, idempotent=True, open_world=True)
@@ -434,12 +434,12 @@ def start_dapo_training() -> str:
 
 
 def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Run the server: stdio (default) or streamable HTTP (see ``server_http`` for its safeguards)."""
+    """Run the server: stdio (default) or streamable HTTP (see ``server.http`` for its safeguards)."""
     if transport == "stdio":
         mcp.run("stdio")
         return
     if transport == "http":
-        from verl_async_dapo.server_http import serve_http
+        from verl_async_dapo.server.http import serve_http
 
         serve_http(mcp, host=host, port=port)
         return

@@ -1,6 +1,6 @@
 """The training tools: start_training, plan_training (the same launch, dry run) and resume_training.
 
-Thin like the rest of the server: the arguments are the run parameters of ``server_params`` (one per
+Thin like the rest of the server: the arguments are the run parameters of ``server.params`` (one per
 TrainingSettings field), the decisions are in ``runs`` / ``planning``. start_training and plan_training take
 the same arguments (tests/mcp/test_mcp_training_params.py), so what the plan shows is what start launches.
 """
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 
-from verl_async_dapo import server_models as wire
-from verl_async_dapo import server_params as sp
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server_app import app_of, lazy_module, off_loop, service_errors, tool, visible
+from verl_async_dapo.server import models as wire
+from verl_async_dapo.server import params as sp
+from verl_async_dapo.server.app import app_of, lazy_module, off_loop, service_errors, tool, visible
 
 if TYPE_CHECKING:
     from verl_async_dapo import planning, runs

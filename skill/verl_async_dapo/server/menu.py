@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verl_async_dapo.server_models import ContainerOut
+    from verl_async_dapo.server.models import ContainerOut
 
 _STATE_ZH = {
     "running": "运行中",
