@@ -22,7 +22,7 @@ CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", 
 CORE_MAY_USE = ("settings", "paths")  # configuration: environment variables and directory names, read on demand
 IO_MODULES = ("sqlite3", "docker", "mcp", "anyio", "asyncio", "subprocess", "socket", "threading", "requests",
               "urllib.request", "http", "starlette", "uvicorn", "swanlab", "shutil", "tempfile", "fcntl")  # fmt: skip
-FACES = ("server", "cli", "cli_params", "status_view", "quickstart")
+FACES = ("server", "cli")  # the packages, every module in them
 NOT_FOR_FACES = ("store", "targets", "sqlite3", "docker")
 
 

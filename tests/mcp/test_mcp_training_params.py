@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp_helpers import answer_first_three, ok, refused
 
-from verl_async_dapo import cli_params
+from verl_async_dapo.cli import params as cli_params
 from verl_async_dapo.server import params as server_params
 from verl_async_dapo.server import training as server_training
 from verl_async_dapo.settings import TrainingSettings

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import anyio
 
+from verl_async_dapo.cli.status_view import render_errors
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.runs import check_errors_live
-from verl_async_dapo.status_view import render_errors
 
 CORPUS = Path(__file__).parents[1] / "logs" / "corpus"
 SWANLAB_401 = CORPUS / "tracking__swanlab_api_error__nonfatal_midrun_401_metrics.log"

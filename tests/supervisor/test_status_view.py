@@ -1,11 +1,11 @@
-"""The CLI's text rendering of ``status`` and ``errors`` (status_view; pure functions of the JSON the services
+"""The CLI's text rendering of ``status`` and ``errors`` (cli.status_view; pure functions of the JSON the services
 return). The end-to-end tests check the same output through the real CLI; these pin the edge cases."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from verl_async_dapo.status_view import BAR_WIDTH, render_bar, render_errors, render_status
+from verl_async_dapo.cli.status_view import BAR_WIDTH, render_bar, render_errors, render_status
 
 
 def progress(**fields: Any) -> dict[str, Any]:

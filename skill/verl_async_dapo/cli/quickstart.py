@@ -12,7 +12,7 @@ import getpass
 import sys
 
 from verl_async_dapo import sessions
-from verl_async_dapo.cli_params import training_params
+from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.features import parse_user_features
 from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview

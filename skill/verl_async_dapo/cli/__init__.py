@@ -64,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from verl_async_dapo.cli_params import training_params
+    from verl_async_dapo.cli.params import training_params
     from verl_async_dapo.planning import plan_from_cli
     from verl_async_dapo.settings import param_hint
     from verl_async_dapo.verl import PlanError
@@ -102,7 +102,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
-    from verl_async_dapo.cli_params import training_params
+    from verl_async_dapo.cli.params import training_params
     from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
     from verl_async_dapo.wording import Face
 
@@ -158,7 +158,7 @@ class CliUsageError(UserInputError):
 def cmd_start(args: argparse.Namespace) -> int:
     import anyio
 
-    from verl_async_dapo.quickstart import start_from_cli
+    from verl_async_dapo.cli.quickstart import start_from_cli
 
     args.http_proxy = _proxy_flag(args.http_proxy, "--http-proxy")
     args.https_proxy = _proxy_flag(args.https_proxy, "--https-proxy")
@@ -174,7 +174,7 @@ def cmd_start(args: argparse.Namespace) -> int:
             print(f"memory fix applied: {result.memory_fix_applied}")
         print("monitor:\n  " + "\n  ".join(result.monitor_commands), flush=True)
     if args.wait:  # the summary first (run id, link), then follow until the run ends
-        from verl_async_dapo.status_view import follow_status
+        from verl_async_dapo.cli.status_view import follow_status
 
         return anyio.run(follow_status, ctx, result.run_id, 2.0)
     return EXIT_OK
@@ -183,8 +183,8 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     import anyio
 
+    from verl_async_dapo.cli.status_view import follow_status, render_status
     from verl_async_dapo.runs import get_progress
-    from verl_async_dapo.status_view import follow_status, render_status
 
     ctx = _ctx()
     if args.follow:
@@ -210,8 +210,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_errors(args: argparse.Namespace) -> int:
     import anyio
 
+    from verl_async_dapo.cli.status_view import render_errors
     from verl_async_dapo.runs import check_errors_live
-    from verl_async_dapo.status_view import render_errors
 
     report = anyio.run(check_errors_live, _ctx(), args.run_id)
     if args.json:
@@ -244,8 +244,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from verl_async_dapo.cli.status_view import render_runs
     from verl_async_dapo.runs import list_runs
-    from verl_async_dapo.status_view import render_runs
 
     rows = list_runs(_ctx(), args.limit)
     if args.json:
@@ -258,8 +258,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def cmd_containers(args: argparse.Namespace) -> int:
     import anyio
 
+    from verl_async_dapo.cli.status_view import render_targets
     from verl_async_dapo.sessions import list_targets
-    from verl_async_dapo.status_view import render_targets
 
     targets = anyio.run(list_targets)
     rows = [{"name": t.name, "kind": t.kind.value, "state": t.state, "image": t.image, "gpus": t.gpus,
@@ -340,7 +340,7 @@ def _add_no_gpus(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from verl_async_dapo.cli_params import add_training_flags
+    from verl_async_dapo.cli.params import add_training_flags
 
     parser = argparse.ArgumentParser(prog="verl-async-dapo", description="Launch and supervise verl DAPO training.")
     # metavar: the usage line lists no choices, so the internal `supervise` (added without help) stays unlisted.
