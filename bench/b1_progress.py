@@ -71,7 +71,7 @@ async def _in_process(state: State, run_id: str, reps: int, expect_tail_reads: b
     """``runs.get_progress`` in this process, counting how often it fell back to reading the log tail."""
     from verl_async_dapo import runs
 
-    original = runs._progress_from_tail
+    original = runs.progress._progress_from_tail
     tail_reads = 0
 
     async def counting(handle: Any) -> Any:
@@ -79,7 +79,7 @@ async def _in_process(state: State, run_id: str, reps: int, expect_tail_reads: b
         tail_reads += 1
         return await original(handle)
 
-    runs._progress_from_tail = counting  # type: ignore[assignment]
+    runs.progress._progress_from_tail = counting  # type: ignore[assignment]
     ctx = state.ctx()
     sample = Sample("in-process")
     last: dict[str, Any] = {}
@@ -91,7 +91,7 @@ async def _in_process(state: State, run_id: str, reps: int, expect_tail_reads: b
             last = await runs.get_progress(ctx, run_id)
             sample.values.append(time.perf_counter() - began)
     finally:
-        runs._progress_from_tail = original  # type: ignore[assignment]
+        runs.progress._progress_from_tail = original  # type: ignore[assignment]
         ctx.close()
     if expect_tail_reads and tail_reads != reps:
         raise AssertionError(f"stale path: expected {reps} tail reads, saw {tail_reads}")

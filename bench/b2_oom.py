@@ -238,8 +238,8 @@ def profile_supervisor(state: State, container: Container) -> list[dict[str, Any
 
     spans: list[Span] = []
     restore = _instrument(spans)
-    original_spawn = runs.spawn_supervisor
-    runs.spawn_supervisor = lambda ctx, run_id: None  # type: ignore[assignment]
+    original_spawn = runs.start.spawn_supervisor  # where start_training looks it up
+    runs.start.spawn_supervisor = lambda ctx, run_id: None  # type: ignore[assignment]
     ctx = state.ctx()
     try:
         args = argparse.Namespace(
@@ -256,7 +256,7 @@ def profile_supervisor(state: State, container: Container) -> list[dict[str, Any
                 lock.close()
         reactions = _reactions_of(container, state, result.run_id)
     finally:
-        runs.spawn_supervisor = original_spawn  # type: ignore[assignment]
+        runs.start.spawn_supervisor = original_spawn  # type: ignore[assignment]
         restore()
         ctx.close()
     breakdowns = []

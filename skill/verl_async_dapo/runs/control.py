@@ -1,0 +1,94 @@
+"""Stop, list and resume runs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+
+from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import UserInputError
+from verl_async_dapo.formats import iso_time
+from verl_async_dapo.run_lock import supervisor_alive
+from verl_async_dapo.runs.supervision import heal, resolve_run, spawn_supervisor
+from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
+from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.targets.registry import get_target
+from verl_async_dapo.wording import Say, Term
+
+
+async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seconds: float = 15.0) -> dict[str, Any]:
+    run = resolve_run(ctx, run_id)
+    if run.status not in ACTIVE_RUN_STATUSES:
+        return {"run_id": run.id, "status": run.status, "message": f"run already {run.status}"}
+    ctx.store.update_run(run.id, stop_requested=True)
+    if not supervisor_alive(ctx, run.id):
+        attempts = ctx.store.attempts(run.id)
+        reason = "stopped on request"
+        if attempts and attempts[-1].job:
+            try:
+                await get_target(run.target).stop_job(JobHandle(**attempts[-1].job))
+            except TargetError as exc:  # e.g. its container was removed: the run must still be able to end
+                reason = f"stopped on request; could not reach the job: {ctx.scrub(str(exc))}"
+        if attempts and attempts[-1].status in ("launching", "running"):
+            ctx.store.update_attempt(run.id, attempts[-1].n, status="stopped", ended_at=time.time())
+        ctx.store.update_run(run.id, status="stopped", final_reason=reason, ended_at=time.time())
+        ctx.store.add_event("info", "run_stopped", reason, run_id=run.id)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        row = ctx.store.run(run.id)
+        if row is not None and row.status not in ACTIVE_RUN_STATUSES:
+            return {"run_id": run.id, "status": row.status, "message": "stopped"}
+        await anyio.sleep(0.3)
+    return {"run_id": run.id, "status": "stopping", "message": "stop requested; the supervisor is ending the job"}
+
+
+def run_to_stop(ctx: AppContext, run_id: str | None) -> RunRow:
+    """The run a stop without an id means: the only active one. Several active: refused, naming them."""
+    if run_id is not None:
+        return resolve_run(ctx, run_id)
+    active = [r for r in ctx.store.runs(200) if r.status in ACTIVE_RUN_STATUSES]
+    if len(active) > 1:
+        raise UserInputError(Say("{n} runs are active ({ids}); name the one to stop: {how}", n=len(active),
+                                 ids=", ".join(f"{r.id} on {r.target}" for r in active),
+                                 how=Term(mcp="stop_training with run_id", cli="`verl-async-dapo stop RUN_ID`")))  # fmt: skip
+    return active[0] if active else resolve_run(ctx, None)
+
+
+def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
+    rows = ctx.store.runs(limit)
+    for row in rows:
+        heal(ctx, row)
+    now = time.time()
+    # ISO 8601 (UTC) for people and tools alike; the duration runs to now while a run is active.
+    return [{"run_id": r.id, "status": r.status, "target": r.target, "started_at": iso_time(r.created_at),
+             "ended_at": iso_time(r.ended_at), "duration_seconds": round((r.ended_at or now) - r.created_at, 1),
+             "attempts": len(ctx.store.attempts(r.id)), "swanlab_url": r.swanlab_url} for r in rows]  # fmt: skip
+
+
+RESUMABLE_STATUSES = ("failed", "stopped")
+
+
+def resume_run(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    """Continue a failed or stopped run as a new attempt of the same run: the same frozen answers and
+    parameters, resuming from its last checkpoint (its checkpoint directory and ``resume_mode=auto`` do not
+    change). The supervisor launches the attempt; this returns at once."""
+    run = resolve_run(ctx, run_id)
+    if run.status in ACTIVE_RUN_STATUSES:
+        raise UserInputError(f"run {run.id} is {run.status}: it is still going, there is nothing to resume")
+    if run.status not in RESUMABLE_STATUSES:
+        raise UserInputError(f"run {run.id} {run.status}: only a failed or stopped run can be resumed; "
+                             "start a new run for more training")  # fmt: skip
+    busy = [other for other in ctx.store.active_runs_on(run.target) if other != run.id]
+    if busy:
+        raise UserInputError(f"{run.target} is busy with run {busy[0]}; stop it first, then resume {run.id}")
+    attempts = ctx.store.attempts(run.id)
+    # The event first: a supervisor that finds the run active but no event would judge the old attempt again.
+    ctx.store.add_event("info", "run_resumed", f"resume requested after the run {run.status}", run_id=run.id,
+                        data={"after_attempt": attempts[-1].n if attempts else 0})  # fmt: skip
+    ctx.store.reopen_run(run.id)
+    spawn_supervisor(ctx, run.id)
+    next_n = attempts[-1].n + 1 if attempts else 1
+    return {"run_id": run.id, "status": "starting", "attempt": next_n,
+            "message": f"attempt {next_n} resumes from the last checkpoint of {run.id}; get_progress follows it"}  # fmt: skip

@@ -1,0 +1,84 @@
+"""A run's errors: the attempts' error records and the live log's non-fatal findings (check_errors)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from verl_async_dapo import policy
+from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.context import AppContext
+from verl_async_dapo.logs.classify import classify_tail
+from verl_async_dapo.runs.supervision import heal, resolve_run
+from verl_async_dapo.store import ACTIVE_RUN_STATUSES
+from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.targets.registry import get_target
+from verl_async_dapo.watchman.view import stall_state
+
+
+def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    run = resolve_run(ctx, run_id)
+    heal(ctx, run)
+    items = []
+    lost = {e.data.get("attempt"): e.message for e in ctx.store.events(run.id, limit=10_000)
+            if e.kind == "resume_lost" and e.data}  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    for attempt in attempts:
+        error = attempt.error
+        info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
+        items.append({
+            "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
+            "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
+            "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
+            "plan_notes": attempt.config.get("plan_notes", []),
+            "reason_started": attempt.reason,
+            "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
+            "excerpt": error.get("excerpt") if error else None,
+            "explanation": info.explanation if info else None,
+            "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
+            "supervisor_action": (attempt.decision or {}).get("reason"),
+            "changes_next_attempt": (attempt.decision or {}).get("changes", []),
+            "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
+        })  # fmt: skip
+    attempts = ctx.store.attempts(run.id)
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
+                        run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
+    return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
+            "suggestions": run.suggestions, "stall": stall}  # fmt: skip
+
+
+# How much of the current attempt's log check_errors reads for non-fatal findings.
+WARNINGS_TAIL_BYTES = 1 << 20
+
+
+async def check_errors_live(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    """check_errors plus what the current attempt's log shows that does not stop training
+    (e.g. the tracker rejecting metric uploads mid-run): those never become an attempt's error."""
+    report = check_errors(ctx, run_id)
+    report["warnings"] = await _nonfatal_findings(ctx, report["run_id"])
+    return report
+
+
+async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any]]:
+    attempts = ctx.store.attempts(run_id)
+    if not attempts or attempts[-1].job is None:
+        return []
+    handle = JobHandle(**attempts[-1].job)
+    try:
+        tail = await get_target(handle.target).read_tail(handle.log_path, WARNINGS_TAIL_BYTES)
+    except TargetError:  # the log is unreadable now (container gone): the attempts still answer
+        return []
+    found = classify_tail(tail.decode("utf-8", errors="replace"))
+    return [{"attempt": attempts[-1].n, "category": f.category.value, "kind": f.kind, "count": f.count,
+             "message": ctx.scrub(f.message), "explanation": f.explanation, "fix": f.fix}
+            for f in found.findings if not f.fatal]  # fmt: skip
+
+
+def _resume_words(n: int, attempts: list[Any], lost: dict[Any, str], progress: dict[str, Any]) -> str | None:
+    """How attempt n resumed: the loss verl's log showed, else what the check before it found, else its progress."""
+    if n in lost:
+        return lost[n]
+    before = (attempts[n - 2].decision or {}).get("checkpoint") if n > 1 else None
+    if before and before.get("note"):
+        return str(before["note"])
+    return progress.get("resume_check") if progress.get("attempt") == n else None

@@ -1,0 +1,96 @@
+"""A run's progress: the supervisor's snapshot, or the log's tail when that is stale; the raw log tail."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from verl_async_dapo.context import AppContext
+from verl_async_dapo.formats import from_whole_line, iso_time
+from verl_async_dapo.logs.progress import parse_progress
+from verl_async_dapo.runs.supervision import heal, resolve_run
+from verl_async_dapo.runspec import RunSpec
+from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
+from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.targets.registry import get_target
+from verl_async_dapo.watchman.view import stall_state
+
+STALE_PROGRESS_SECONDS = 30.0
+
+
+async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+    run = resolve_run(ctx, run_id)
+    restarted = heal(ctx, run)
+    attempts = ctx.store.attempts(run.id)
+    progress = dict(run.progress or {})
+    stale = run.progress_at is None or time.time() - run.progress_at > STALE_PROGRESS_SECONDS
+    if attempts and progress.get("attempt") not in (None, attempts[-1].n):
+        progress, stale = {}, True  # the snapshot is the previous attempt's: right after a relaunch
+    if run.status in ACTIVE_RUN_STATUSES and stale and attempts and attempts[-1].job:
+        fresh = await _progress_from_tail(JobHandle(**attempts[-1].job))
+        progress = merge_tail_progress(progress, fresh) if fresh else progress
+    current = attempts[-1] if attempts else None
+    total = progress.get("total_steps") or RunSpec.model_validate(run.spec).training_settings().train_steps
+    step = progress.get("step")
+    percent = round(100.0 * step / total, 1) if step is not None and total else None
+    status = run.status
+    since = progress.get("phase_since")
+    active = status in ACTIVE_RUN_STATUSES
+    # Right after a restart the attempt may have ended while no supervisor watched, and the new one has not recorded
+    # it yet. Never show that as running (issue 20): the job's own files say whether it still runs.
+    watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
+    if watched and current is not None and current.job and await _job_ended(JobHandle(**current.job)):
+        status = "finishing"
+    stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
+                        status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
+    return {
+        "run_id": run.id, "status": status, "attempt": current.n if current else 0,
+        "stalled": bool(stall and stall["stalled"]), "stalled_for_seconds": stall["stalled_for_seconds"] if stall else None,
+        "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
+        "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
+        "phase": progress.get("phase"),
+        "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
+        "features": current.config.get("effective", []) if current else [],
+        "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
+        "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
+        "swanlab_url": run.swanlab_url,
+        "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
+    }  # fmt: skip
+
+
+async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:
+    """At most the last ``max_bytes`` of the run's current attempt log, from a whole line on (None before any
+    attempt started)."""
+    run = resolve_run(ctx, run_id)
+    attempts = ctx.store.attempts(run.id)
+    job = attempts[-1].job if attempts else None
+    if job is None:
+        return run, None
+    handle = JobHandle(**job)
+    # One byte more than shown: it tells whether the window already starts right after a newline.
+    return run, from_whole_line(await get_target(handle.target).read_tail(handle.log_path, max_bytes + 1), max_bytes)
+
+
+async def _job_ended(handle: JobHandle) -> bool:
+    try:
+        return not (await get_target(handle.target).job_status(handle)).running
+    except TargetError:  # unknown: say what the store says
+        return False
+
+
+def merge_tail_progress(stored: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """A tail re-read (the supervisor's snapshot is stale: a silent phase, e.g. vLLM compiling) knows no arrival
+    times: keep the supervisor's phase start while the phase is the same, and its resume check."""
+    merged = dict(fresh)
+    if stored.get("phase") is not None and stored.get("phase") == fresh.get("phase"):
+        merged["phase_since"] = stored.get("phase_since")
+    merged["resume_check"] = stored.get("resume_check")
+    return merged
+
+
+async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:
+    try:
+        tail = await get_target(handle.target).read_tail(handle.log_path, 1 << 20)
+    except TargetError:
+        return None
+    return parse_progress(tail.decode("utf-8", errors="replace")).to_dict()
