@@ -1,0 +1,63 @@
+"""The CLI's commands that look before a launch: plan, classify, preflight."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+
+from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from verl_async_dapo.cli.params import training_params
+    from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.settings import param_hint
+    from verl_async_dapo.verl import PlanError
+
+    try:
+        plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
+                             features=args.features, oom_step=args.oom_step, params=training_params(args),
+                             model_config=args.model_config, gpu_memory_gib=args.gpu_memory_gib)  # fmt: skip
+    except PlanError as exc:  # the settings cannot be planned: the user's to fix, not a traceback
+        print(f"error: {exc}{param_hint(exc.params, 'cli')}", file=sys.stderr)
+        return EXIT_FAIL
+    _print_json(plan)
+    return EXIT_OK
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    from verl_async_dapo.logs.classify import classify
+    from verl_async_dapo.redact import redact
+
+    with open(args.file, "rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - (4 << 20)))  # the last 4 MiB hold the fatal error
+        text = fh.read().decode("utf-8", errors="replace")
+    result = classify(redact(text)).to_json()
+    if args.json:
+        _print_json(result)
+    else:
+        primary = result["primary"]
+        print("no error found" if primary is None else f"{primary['category']} (line {primary['line']}): "
+              f"{primary.get('explanation', '')}\nfix: {primary.get('fix', '')}\n---\n{primary['excerpt']}")  # fmt: skip
+    return EXIT_OK
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    import anyio
+
+    from verl_async_dapo.cli.params import training_params
+    from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
+    from verl_async_dapo.wording import Face
+
+    ctx = _ctx()
+    settings = settings_with(ctx, training_params(args))
+    allow = no_gpus_allowed(ctx, args.allow_no_gpus)
+    report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow))
+    if args.json:
+        _print_json(report.to_dict(Face.CLI))
+    else:
+        print("\n".join(report.lines(Face.CLI)))
+    return EXIT_OK if report.ok else EXIT_FAIL
