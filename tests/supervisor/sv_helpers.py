@@ -44,7 +44,7 @@ TRACKER = "latest_checkpointed_iteration.txt"
 
 # Variables of the developer's shell that must never leak into a test run (proxies would be frozen into the run).
 _PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "USER",
-                "VERL_ASYNC_DAPO_ALLOW_NO_GPUS")  # fmt: skip
+                "VERL_ASYNC_DAPO_ALLOW_NO_GPUS", "VERL_ASYNC_DAPO_WATCHDOG")  # fmt: skip
 
 # Progress bar as verl's tqdm prints it (verl.md §8): "Training Progress:  50%|█████     | 3/6 [...]".
 _BAR_RE = re.compile(r"Training Progress:.*?\|\s*(\d+)/(\d+)\s*\[")
