@@ -286,3 +286,12 @@ def override_value(attempt: AttemptRow, key: str) -> str | None:
         if name.lstrip("+") == key:
             return value
     return None
+
+
+def prepare_host_tree(tree: Path, control: dict[str, Any]) -> None:
+    """A host-target stand-in tree with the default model dir and data files, and the stand-in's control file."""
+    (tree / "models" / "Qwen3-8B").mkdir(parents=True, exist_ok=True)
+    (tree / "data").mkdir(exist_ok=True)
+    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
+        (tree / "data" / name).write_bytes(b"PAR1")
+    (tree / CONTROL_FILE).write_text(json.dumps(control), "utf-8")

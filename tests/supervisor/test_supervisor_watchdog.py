@@ -7,21 +7,15 @@ OOMs at step 3: the run must still be relaunched with offload and succeed, by a 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
-from sv_helpers import Cli, proc_alive, wait_until
+from sv_helpers import Cli, prepare_host_tree, proc_alive, wait_until
 
 
 def test_a_killed_supervisor_is_restarted_by_its_watchdog_and_recovers_an_oom(cli: Cli, host_verl_tree: Path) -> None:
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
-    (host_verl_tree / "data").mkdir(exist_ok=True)
-    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
-    control = {"step_seconds": 1.0, "oom_at_step": 3, "oom_unless": ["offload"]}
-    (host_verl_tree / "standin_control.json").write_text(json.dumps(control), "utf-8")
+    prepare_host_tree(host_verl_tree, {"step_seconds": 1.0, "oom_at_step": 3, "oom_unless": ["offload"]})
     cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=4, SAVE_FREQ=1,
             VERL_ASYNC_DAPO_WATCHDOG=1)  # fmt: skip
     run_id = cli.start("host")["run_id"]
