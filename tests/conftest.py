@@ -34,6 +34,10 @@ from pathlib import Path
 # Preflight refuses a target without GPUs unless that is allowed explicitly. The test image and this machine have
 # none (the verl stand-in needs none), so the suite allows it server-wide; the tests of the refusal unset it.
 os.environ["VERL_ASYNC_DAPO_ALLOW_NO_GPUS"] = "1"
+# A supervisor's watchdog (watchdog.py) restarts a killed supervisor by itself. Tests that kill supervisors check
+# each restart point deterministically, so it is off for the suite; tests/supervisor/test_supervisor_watchdog.py
+# turns it on and kills one.
+os.environ["VERL_ASYNC_DAPO_WATCHDOG"] = "0"
 
 # tests/ on sys.path so "harness.fixtures" and tests/standin helpers import the same way from anywhere.
 sys.path.insert(0, str(Path(__file__).resolve().parent))

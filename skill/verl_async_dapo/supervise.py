@@ -14,6 +14,7 @@ import time
 
 import anyio
 
+from verl_async_dapo import watchdog
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.store import StoreBusy
@@ -49,6 +50,8 @@ def main(run_id: str) -> int:
         filename=str(ctx.run_dir(run_id) / "supervisor.log"), level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
     )  # fmt: skip
+    if watchdog.enabled(ctx.env):  # a SIGKILL of this process is healed without waiting for a client
+        watchdog.spawn(run_id, os.getpid())
     try:
         return _supervise(ctx, run_id)
     finally:

@@ -78,7 +78,8 @@ def test_figures_reads_verl_memory_and_resume_from_the_real_h200_logs() -> None:
 
 
 def _env(tmp_path: Path, tree: Path, label: str) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ("HOME", "LANG", "TMPDIR", "USER") if k in os.environ}
+    keep = ("HOME", "LANG", "TMPDIR", "USER", "VERL_ASYNC_DAPO_ALLOW_NO_GPUS", "VERL_ASYNC_DAPO_WATCHDOG")  # conftest
+    env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(
         PATH=f"{VENV_BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin", PYTHONUNBUFFERED="1",
         VERL_ASYNC_DAPO_HOME=str(tmp_path / f"vad-{label}"), VERL_ASYNC_DAPO_CONFIG_DIR=str(tmp_path / "config"),

@@ -39,7 +39,12 @@ def requirement_closure(root: str, extra_names: tuple[str, ...] = ()) -> list[md
 def _tag(dist: md.Distribution) -> str:
     wheel_file = dist.read_text("WHEEL") or ""
     tags = [line.split(":", 1)[1].strip() for line in wheel_file.splitlines() if line.startswith("Tag:")]
-    return tags[0] if tags else "py3-none-any"
+    if not tags:
+        return "py3-none-any"
+    parts = [tag.split("-") for tag in tags]
+    if len({tuple(p[1:]) for p in parts}) == 1:  # e.g. py2 + py3 for none-any (tzdata): one compressed tag
+        return ".".join(dict.fromkeys(p[0] for p in parts)) + "-" + "-".join(parts[0][1:])
+    return next((t for t in tags if not t.startswith("py2")), tags[0])
 
 
 def repack(dist: md.Distribution, out_dir: Path) -> Path:

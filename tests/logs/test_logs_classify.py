@@ -16,8 +16,17 @@ from verl_async_dapo.logs.corpus_eval import judge
 from verl_async_dapo.logs.rules import RULES
 from verl_async_dapo.logs.text import clean_text
 
-CORPUS = Path(__file__).parent / "corpus"
-CORPUS_FILES = sorted(CORPUS.glob("*.log"))
+CORPUS = Path(__file__).parent / "corpus"  # real logs, first line naming their source (test_logs_corpus.py)
+# Hand-written in verl's log formats in round 1, before the real corpus: not real logs, kept because they pin the
+# rules' edges (priorities, wrappers, traps) that no public log we found shows alone.
+SYNTHETIC = Path(__file__).parent / "synthetic"
+
+
+def _log(name: str) -> Path:
+    return CORPUS / name if (CORPUS / name).exists() else SYNTHETIC / name
+
+
+CORPUS_FILES = sorted([*CORPUS.glob("*.log"), *SYNTHETIC.glob("*.log")])
 
 # Where the phase (the innermost `ray::WorkerDict.<method>()`) is visible in the log.
 EXPECTED_PHASE = {
@@ -67,7 +76,7 @@ def test_finding_points_at_its_line_in_the_cleaned_text(path: Path) -> None:
 
 
 def test_to_json_has_exactly_primary_and_findings() -> None:
-    raw = (CORPUS / "gpu_oom__torch_cuda_oom__update_actor_ray_wrapped.log").read_text()
+    raw = _log("gpu_oom__torch_cuda_oom__update_actor_ray_wrapped.log").read_text()
     data = classify(raw).to_json()
     assert set(data) == {"primary", "findings"}
     primary = data["primary"]
@@ -85,7 +94,7 @@ def test_to_json_has_exactly_primary_and_findings() -> None:
 
 
 def test_ray_host_oom_wrapped_as_raytaskerror_outofmemory_is_host_not_gpu() -> None:
-    raw = (CORPUS / "host_oom__ray_memory_monitor__wrapped_in_raytaskerror.log").read_text()
+    raw = _log("host_oom__ray_memory_monitor__wrapped_in_raytaskerror.log").read_text()
     result = classify(raw)
     assert result.primary is not None
     assert result.primary.category is ErrorCategory.HOST_OOM
@@ -127,7 +136,7 @@ def test_the_same_oom_in_update_actor_is_a_training_gpu_oom() -> None:
 
 
 def test_unknown_points_at_the_innermost_exception_not_the_wrapper() -> None:
-    raw = (CORPUS / "unknown__python_exception__keyerror_in_worker.log").read_text()
+    raw = _log("unknown__python_exception__keyerror_in_worker.log").read_text()
     primary = classify(raw).primary
     assert primary is not None
     assert primary.category is ErrorCategory.UNKNOWN
@@ -143,7 +152,7 @@ def test_a_wrapper_header_alone_still_counts_when_the_tail_is_cut() -> None:
 
 
 def test_hydra_not_in_struct_names_the_full_key() -> None:
-    raw = (CORPUS / "config_error__hydra_not_in_struct__stale_key.log").read_text()
+    raw = _log("config_error__hydra_not_in_struct__stale_key.log").read_text()
     primary = classify(raw).primary
     assert primary is not None
     assert primary.detail == "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpus"
@@ -160,7 +169,7 @@ def test_hydra_wrapper_line_alone_is_not_a_config_error() -> None:
 
 
 def test_hydra_wrapper_followed_by_a_missing_file_is_missing_file() -> None:
-    raw = (CORPUS / "missing_file__hf_datasets_not_found__hydra_wrapper.log").read_text()
+    raw = _log("missing_file__hf_datasets_not_found__hydra_wrapper.log").read_text()
     primary = classify(raw).primary
     assert primary is not None
     assert primary.category is ErrorCategory.MISSING_FILE
@@ -168,7 +177,7 @@ def test_hydra_wrapper_followed_by_a_missing_file_is_missing_file() -> None:
 
 
 def test_actor_died_text_mentioning_the_oom_killer_is_not_an_oom() -> None:
-    raw = (CORPUS / "worker_died__actor_died__no_oom_evidence.log").read_text()
+    raw = _log("worker_died__actor_died__no_oom_evidence.log").read_text()
     result = classify(raw)
     assert result.primary is not None
     assert result.primary.category is ErrorCategory.WORKER_DIED
@@ -209,7 +218,7 @@ def test_property_no_bare_oom_word_soup_is_ever_an_error(words: list[str]) -> No
 
 
 def test_flash_attn_missing_while_importing_bloom_is_environment() -> None:
-    raw = (CORPUS / "environment__flash_attn_missing__bloom_import.log").read_text()
+    raw = _log("environment__flash_attn_missing__bloom_import.log").read_text()
     result = classify(raw)
     assert result.primary is not None
     assert result.primary.category is ErrorCategory.ENVIRONMENT
@@ -217,7 +226,7 @@ def test_flash_attn_missing_while_importing_bloom_is_environment() -> None:
 
 
 def test_healthy_log_with_warnings_and_a_del_traceback_has_no_primary() -> None:
-    raw = (CORPUS / "none__healthy_dapo_bloom_room_zoom.log").read_text()
+    raw = _log("none__healthy_dapo_bloom_room_zoom.log").read_text()
     assert "Traceback (most recent call last)" in raw and "BloomForCausalLM" in raw
     # Libraries log handled import failures mid-line; those are not environment errors.
     assert "Failed to import flash_attn: No module named 'flash_attn'" in raw
@@ -225,7 +234,7 @@ def test_healthy_log_with_warnings_and_a_del_traceback_has_no_primary() -> None:
 
 
 def test_notices_healthy_runs_print_too_are_findings_but_not_a_failure() -> None:
-    raw = (CORPUS / "none__healthy_in_progress_tqdm_tail.log").read_text()
+    raw = _log("none__healthy_in_progress_tqdm_tail.log").read_text()
     result = classify(raw)
     assert result.primary is None
     assert [f.kind for f in result.findings] == ["raylet_workers_crashed"]
@@ -312,8 +321,8 @@ def test_findings_merge_copies_from_every_rank() -> None:
 
 
 def test_classify_tail_of_a_mebibyte_is_fast_and_finds_the_error() -> None:
-    healthy = (CORPUS / "none__healthy_dapo_bloom_room_zoom.log").read_text()
-    failure = (CORPUS / "gpu_oom__torch_cuda_oom__update_actor_ray_wrapped.log").read_text()
+    healthy = _log("none__healthy_dapo_bloom_room_zoom.log").read_text()
+    failure = _log("gpu_oom__torch_cuda_oom__update_actor_ray_wrapped.log").read_text()
     text = healthy * (1024 * 1024 // len(healthy)) + failure
     started = time.perf_counter()
     primary = classify_tail(text).primary

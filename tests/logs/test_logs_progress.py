@@ -17,7 +17,16 @@ from verl_async_dapo.logs.progress import (
     parse_rate,
 )
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parent / "corpus"  # real logs, first line naming their source (test_logs_corpus.py)
+# Hand-written in verl's log formats in round 1, before the real corpus: not real logs, kept because they pin the
+# rules' edges (priorities, wrappers, traps) that no public log we found shows alone.
+SYNTHETIC = Path(__file__).parent / "synthetic"
+
+
+def _log(name: str) -> Path:
+    return CORPUS / name if (CORPUS / name).exists() else SYNTHETIC / name
+
+
 TR = "\x1b[36m(TaskRunner pid=1423)\x1b[0m "
 RUN_URL = "https://swanlab.cn/@alice/verl-dapo/runs/cm9x7k2p10abc123def456"
 
@@ -203,7 +212,7 @@ def test_to_dict_is_json_safe_for_a_diverged_loss() -> None:
 
 
 def test_corpus_run_in_progress() -> None:
-    snap = parse_progress((CORPUS / "none__healthy_in_progress_tqdm_tail.log").read_text())
+    snap = parse_progress(_log("none__healthy_in_progress_tqdm_tail.log").read_text())
     assert snap.step == 6 and snap.total_steps == 279
     assert snap.seconds_per_step == 50.0  # mean of 49 and 51
     assert snap.eta_seconds == (279 - 6) * 50.0  # tqdm shows 5/279: stale
@@ -228,7 +237,7 @@ def _progress_texts() -> list[str]:
         "none__healthy_dapo_bloom_room_zoom.log",
         "missing_file__file_not_found__checkpoint_errno2.log",
     ]
-    texts = [(CORPUS / name).read_text() for name in names]
+    texts = [_log(name).read_text() for name in names]
     texts.append(texts[0].replace("\n", "\r\n"))
     return texts
 

@@ -55,3 +55,20 @@ def swanlab_fixtures() -> Any:
 
 
 GOOD_SWANLAB_KEY: str = swanlab_fixtures().GOOD_KEY
+
+
+def stop_active_runs() -> None:
+    """A fixture's teardown: stop every run the test left active (its supervisor and job end with it)."""
+    import anyio
+
+    from verl_async_dapo import runs
+    from verl_async_dapo.context import AppContext
+    from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+
+    app = AppContext.from_environment()
+    try:
+        for row in app.store.runs(50):
+            if row.status in ACTIVE_RUN_STATUSES:
+                anyio.run(runs.stop_training, app, row.id)
+    finally:
+        app.close()

@@ -19,12 +19,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import answer_first_three, ok, refused, result_text
+from mcp_helpers import answer_first_three, ok, refused, result_text, stop_active_runs
 
 from mcp import Client
-from verl_async_dapo import runs
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 FIXTURES = Path(__file__).parents[1] / "memory" / "fixtures"
 FINAL = {"succeeded", "failed", "stopped"}
@@ -58,13 +56,7 @@ exit 2
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     yield host_verl_tree
-    app = AppContext.from_environment()
-    try:
-        for row in app.store.runs(50):
-            if row.status in ACTIVE_RUN_STATUSES:
-                anyio.run(runs.stop_training, app, row.id)
-    finally:
-        app.close()
+    stop_active_runs()
 
 
 async def wait_final(client: Client, run_id: str) -> dict[str, Any]:

@@ -17,11 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_helpers import ok, refused
+from mcp_helpers import ok, refused, stop_active_runs
 
 from verl_async_dapo import cli, runs
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 
 @pytest.fixture
@@ -37,13 +36,7 @@ def tree(host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
         monkeypatch.setenv(name, value)
     monkeypatch.delenv(runs.ALLOW_NO_GPUS_ENV, raising=False)
     yield host_verl_tree
-    app = AppContext.from_environment()
-    try:
-        for row in app.store.runs(50):
-            if row.status in ACTIVE_RUN_STATUSES:
-                anyio.run(runs.stop_training, app, row.id)
-    finally:
-        app.close()
+    stop_active_runs()
 
 
 async def _answer(client: Any, **container: Any) -> None:

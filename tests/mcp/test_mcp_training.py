@@ -18,11 +18,9 @@ from typing import Any
 import anyio
 import pytest
 from mcp.types import ElicitResult
-from mcp_helpers import answer_first_three, ok, refused, result_text
+from mcp_helpers import answer_first_three, ok, refused, result_text, stop_active_runs
 
 from mcp import Client
-from verl_async_dapo import runs
-from verl_async_dapo.context import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 FINAL = {"succeeded", "failed", "stopped"}
@@ -53,13 +51,7 @@ def training_tree(host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setenv("STANDIN_STEP_SECONDS", "0.05")
     monkeypatch.setenv("SWANLAB_MODE", "disabled")  # preconfigured: question 4 is skipped
     yield host_verl_tree
-    app = AppContext.from_environment()
-    try:
-        for row in app.store.runs(50):
-            if row.status in ACTIVE_RUN_STATUSES:
-                anyio.run(runs.stop_training, app, row.id)
-    finally:
-        app.close()
+    stop_active_runs()
 
 
 def control(tree: Path, **settings: Any) -> None:

@@ -38,7 +38,8 @@ SEED = int(os.environ.get("VAD_RELIABILITY_SEED", "20261129"))
 REPORT_ENV = "VAD_RELIABILITY_REPORT"  # a JSON-lines file the tests append their figures to
 
 # Variables of the developer's shell a product process may inherit (never proxies, SwanLab or training settings).
-_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TERM", "VERL_ASYNC_DAPO_ALLOW_NO_GPUS")
+_PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TERM", "VERL_ASYNC_DAPO_ALLOW_NO_GPUS",
+                "VERL_ASYNC_DAPO_WATCHDOG")  # fmt: skip
 
 
 def record(test: str, **figures: Any) -> None:

@@ -39,6 +39,7 @@ INHERITED = (
     "DOCKER_CERT_PATH",
     "DOCKER_TLS_VERIFY",
     "VERL_ASYNC_DAPO_ALLOW_NO_GPUS",  # the test image has no GPUs (tests/conftest.py allows it explicitly)
+    "VERL_ASYNC_DAPO_WATCHDOG",  # off for the suite (tests/conftest.py)
 )
 ACTIVE = {"starting", "running", "retrying"}
 FINAL = {"succeeded", "failed", "stopped"}

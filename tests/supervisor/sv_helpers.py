@@ -44,7 +44,7 @@ TRACKER = "latest_checkpointed_iteration.txt"
 
 # Variables of the developer's shell that must never leak into a test run (proxies would be frozen into the run).
 _PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "USER",
-                "VERL_ASYNC_DAPO_ALLOW_NO_GPUS")  # fmt: skip
+                "VERL_ASYNC_DAPO_ALLOW_NO_GPUS", "VERL_ASYNC_DAPO_WATCHDOG")  # fmt: skip
 
 # Progress bar as verl's tqdm prints it (verl.md §8): "Training Progress:  50%|█████     | 3/6 [...]".
 _BAR_RE = re.compile(r"Training Progress:.*?\|\s*(\d+)/(\d+)\s*\[")
@@ -286,3 +286,12 @@ def override_value(attempt: AttemptRow, key: str) -> str | None:
         if name.lstrip("+") == key:
             return value
     return None
+
+
+def prepare_host_tree(tree: Path, control: dict[str, Any]) -> None:
+    """A host-target stand-in tree with the default model dir and data files, and the stand-in's control file."""
+    (tree / "models" / "Qwen3-8B").mkdir(parents=True, exist_ok=True)
+    (tree / "data").mkdir(exist_ok=True)
+    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
+        (tree / "data" / name).write_bytes(b"PAR1")
+    (tree / CONTROL_FILE).write_text(json.dumps(control), "utf-8")

@@ -27,5 +27,5 @@ def test_skip_preflight_without_verl_says_what_to_set(cli: Cli, tmp_path: Path) 
     cli.set(VERL_HOME=empty, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1)
     proc = cli.run("start", "--container", "host", "--skip-preflight", "--json")
     assert proc.returncode != 0
-    assert "could not detect the verl version in the target; set VERL_VERSION" in proc.stdout + proc.stderr
+    assert "could not detect the verl version in the target; give it (e.g. 0.9.1) (change it with --verl-version, or VERL_VERSION)" in proc.stdout + proc.stderr
     assert cli.store.runs(10) == []  # bad input changes nothing

@@ -7,20 +7,15 @@ call said "running" for a job that had already exited. The job's own rc file is 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
-from sv_helpers import Cli, proc_alive, wait_until
+from sv_helpers import Cli, prepare_host_tree, proc_alive, wait_until
 
 
 def test_status_right_after_a_restart_does_not_call_an_ended_job_running(cli: Cli, host_verl_tree: Path) -> None:
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
-    (host_verl_tree / "data").mkdir(exist_ok=True)
-    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
-    (host_verl_tree / "standin_control.json").write_text(json.dumps({"step_seconds": 0.3}), "utf-8")
+    prepare_host_tree(host_verl_tree, {"step_seconds": 0.3})
     cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=3, SAVE_FREQ=1)
     run_id = cli.start("host")["run_id"]
     wait_until(lambda: (a := cli.attempts(run_id)) and a[0].job is not None, "attempt 1 to start", 30,

@@ -109,6 +109,7 @@ def _stall_lines(stall: dict[str, Any] | None) -> list[str]:
         lines += ["  py-spy:", *("    " + line for line in str(evidence["py_spy"]).splitlines()[:40])]
     for line in (evidence.get("last_log_lines") or [])[-8:]:
         lines.append(f"    | {line}")
+    return lines
 
 
 def _sourced(item: dict[str, Any]) -> list[str]:

@@ -18,7 +18,9 @@ always ask get_progress / check_errors.
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 import warnings
 from typing import Any
 
@@ -58,22 +60,29 @@ class Pusher:
 
     async def run(self, app: AppContext) -> None:
         await self._active.wait()
-        cursor = app.store.last_event_id()  # push what happens from now on; the agent asks for the past
+        since = time.time()  # push what happens from the first tool call on; the agent asks for the past
+        cursor: int | None = None
         while True:
-            await anyio.sleep(PUSH_SECONDS)
-            try:
-                cursor = await self._push_new(app, cursor)
-            except Exception as exc:  # never the server's end
+            try:  # the store off the event loop: a locked state.db must never freeze the server (issue 20)
+                if "store" not in app.__dict__:
+                    pass  # a tool opens the store first: opening it here too would queue behind (or ahead of) that
+                elif cursor is None:
+                    cursor = await anyio.to_thread.run_sync(app.store.last_event_id, since)
+                else:
+                    cursor = await self._push_new(app, cursor)
+            except Exception as exc:  # never the server's end (e.g. a store busy for longer than we wait)
                 log.warning("event push: %s", app.scrub(f"{type(exc).__name__}: {exc}"))
+            await anyio.sleep(PUSH_SECONDS if cursor is not None else 0.05)
 
     async def _push_new(self, app: AppContext, cursor: int) -> int:
         from verl_async_dapo.notify.events import ERROR_EVENTS, render
 
-        for event in app.store.events(None, after_id=cursor, limit=200):
+        events = await anyio.to_thread.run_sync(functools.partial(app.store.events, None, after_id=cursor, limit=200))
+        for event in events:
             cursor = event.id
             if event.run_id is None or (event.kind not in ERROR_EVENTS and event.kind not in PUSHED_EXTRA):
                 continue
-            run = app.store.run(event.run_id)
+            run = await anyio.to_thread.run_sync(app.store.run, event.run_id)
             notice = render({"id": event.id, "kind": event.kind, "level": event.level, "message": event.message,
                              "run_id": event.run_id, "data": event.data}, run.target if run else None, None)  # fmt: skip
             payload = {"event": event.kind, "run_id": event.run_id, "target": notice.target,

@@ -298,11 +298,15 @@ class Store(OutboxStore):
             )
         return [EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7])) for r in rows]
 
-    def last_event_id(self) -> int:
-        return int(self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
+    def last_event_id(self, before: float | None = None) -> int:
+        """The newest event's id (of those recorded before ``before``, a time.time(), when given)."""
+        if before is None:
+            return int(self._query("SELECT COALESCE(MAX(id), 0) FROM events")[0][0])
+        return int(self._query("SELECT COALESCE(MAX(id), 0) FROM events WHERE ts<?", (before,))[0][0])
 
     def event(self, event_id: int) -> EventRow | None:
-        r = self._conn.execute("SELECT * FROM events WHERE id=?", (event_id,)).fetchone()
+        rows = self._query("SELECT * FROM events WHERE id=?", (event_id,))
+        r = rows[0] if rows else None
         return None if r is None else EventRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], _loads(r[7]))
 
     def integrity_ok(self) -> bool:
