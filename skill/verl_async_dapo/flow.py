@@ -83,8 +83,22 @@ PROMPTS: dict[Question, QuestionPrompt] = {
 }
 
 
+def swanlab_asked(swanlab_preconfigured: bool) -> bool:
+    """The one SwanLab-skip rule (the session, the MCP face and the CLI's quick start all ask this): question 4 is
+    asked only when neither the environment nor the config file configures SwanLab; when they do, an answer is
+    still accepted and wins (check_answer_allowed)."""
+    return not swanlab_preconfigured
+
+
+def swanlab_key_wanted(mode: str | None, host: str | None, api_key: str | None) -> bool:
+    """Whether a configure_swanlab call needs the user's API key asked for (in a form, so that it never passes
+    through the model): a cloud setting without a key. A call with neither mode nor host only reports the setting
+    (an environment or config-file SwanLab included), so it asks nothing."""
+    return not api_key and (mode or "cloud") == "cloud" and (mode is not None or host is not None)
+
+
 def required_questions(swanlab_preconfigured: bool) -> tuple[Question, ...]:
-    if swanlab_preconfigured:
+    if not swanlab_asked(swanlab_preconfigured):
         return tuple(q for q in QUESTION_ORDER if q is not Question.SWANLAB)
     return QUESTION_ORDER
 

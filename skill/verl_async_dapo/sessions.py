@@ -33,6 +33,8 @@ from verl_async_dapo.flow import (
     next_question,
     next_step_text,
     session_state,
+    swanlab_asked,
+    swanlab_key_wanted,
 )
 from verl_async_dapo.targets import mounts
 from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
@@ -170,6 +172,18 @@ def swanlab_question_open(ctx: AppContext) -> bool:
     """Whether configure_swanlab may be answered now (the three earlier questions are answered)."""
     current = view(ctx)
     return current.session_id is not None and current.next_question not in ("container", "proxy", "features")
+
+
+def swanlab_question_asked(ctx: AppContext) -> bool:
+    """Whether the SwanLab question is asked at all (flow.swanlab_asked: not when the environment or the config
+    file configures it)."""
+    return swanlab_asked(preconfigured_swanlab(ctx) is not None)
+
+
+def swanlab_key_form_wanted(ctx: AppContext, mode: str | None, host: str | None, api_key: str | None) -> bool:
+    """Whether configure_swanlab should ask the user for the key now: a cloud setting without a key
+    (flow.swanlab_key_wanted) while the question may be answered."""
+    return swanlab_key_wanted(mode, host, api_key) and swanlab_question_open(ctx)
 
 
 def _session_for(ctx: AppContext, question: Question, session_id: str | None = None) -> str:

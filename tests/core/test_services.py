@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo import runs, sessions
+from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 
@@ -86,6 +86,24 @@ async def test_swanlab_from_the_environment_skips_the_fourth_question(tmp_path: 
     assert view.swanlab_preconfigured and view.swanlab_source == "env"
     assert view.next_question is None
     assert view.state == "ready"
+
+
+async def test_the_swanlab_skip_rule_is_one_answer_for_the_session_the_quick_start_and_the_key_form(
+    ctx: AppContext, tmp_path: Path
+) -> None:
+    configured = AppContext(home=tmp_path / "s2", config_home=tmp_path / "c2", env={"SWANLAB_MODE": "local"})
+    assert sessions.swanlab_question_asked(ctx) and not sessions.swanlab_question_asked(configured)
+    assert flow.required_questions(True) == tuple(q for q in flow.QUESTION_ORDER if q is not flow.Question.SWANLAB)
+    # The key form: a cloud setting without a key, and only while question 4 may be answered.
+    assert not sessions.swanlab_key_form_wanted(ctx, "cloud", None, None)  # no session yet: the question is not open
+    await sessions.select_container(ctx, name="host")
+    sessions.set_proxy(ctx)
+    sessions.choose_features(ctx, [])
+    assert sessions.swanlab_key_form_wanted(ctx, "cloud", None, None)
+    assert sessions.swanlab_key_form_wanted(ctx, None, "https://swanlab.example", None)
+    assert not sessions.swanlab_key_form_wanted(ctx, None, None, None)  # a call that only reports the setting
+    assert not sessions.swanlab_key_form_wanted(ctx, "cloud", None, "a-key")
+    assert not sessions.swanlab_key_form_wanted(ctx, "local", None, None)
 
 
 async def test_select_container_needs_exactly_one_of_name_and_create(ctx: AppContext) -> None:

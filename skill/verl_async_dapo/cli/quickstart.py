@@ -53,7 +53,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         )
         names = args.features.split(",") if args.features else settings.feature_choice().to_names()
         sessions.choose_features(ctx, names, session_id=sid)
-        if sessions.preconfigured_swanlab(ctx) is None:
+        if sessions.swanlab_question_asked(ctx):
             await _ask_swanlab(ctx, args, sid)
         result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI,
                                       apply_memory_fix=args.apply_memory_fix)

@@ -167,13 +167,9 @@ async def _ask_swanlab_key(
 ) -> Elicit[wire.SwanlabKeyForm] | NotAsked:
     """Ask the user for the key in the client's form, so it never passes through the model."""
     app = app_of(ctx)
-    if api_key or (mode or "cloud") != "cloud" or (mode is None and host is None):
-        return NotAsked("not_needed")  # no mode and no host: a call that reports the current setting
-    with service_errors(app):
-        is_open = await off_loop(sessions.swanlab_question_open, app)
-        preconfigured = sessions.preconfigured_swanlab(app) is not None
-    if not is_open or (mode is None and host is None and preconfigured):
-        return NotAsked("not_needed")
+    with service_errors(app):  # not for a call that only reports the setting, nor with a key given
+        if not await off_loop(sessions.swanlab_key_form_wanted, app, mode, host, api_key):
+            return NotAsked("not_needed")
     if not can_elicit(ctx):
         return NotAsked("cannot_ask")
     # Deterministic text: the SDK re-runs resolvers each round and pins answers to the question.
