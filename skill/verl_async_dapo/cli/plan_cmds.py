@@ -27,14 +27,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
-    from verl_async_dapo.logs.classify import classify
+    from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
     from verl_async_dapo.redact import redact
 
-    with open(args.file, "rb") as fh:
+    with open(args.file, "rb") as fh:  # the window the supervisor classifies, so both name the same error
         fh.seek(0, 2)
-        size = fh.tell()
-        fh.seek(max(0, size - (4 << 20)))  # the last 4 MiB hold the fatal error
-        text = fh.read().decode("utf-8", errors="replace")
+        fh.seek(max(0, fh.tell() - CLASSIFY_WINDOW_BYTES))
+        text = window_text(fh.read())
     result = classify(redact(text)).to_json()
     if args.json:
         _print_json(result)

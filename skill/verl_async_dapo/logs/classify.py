@@ -368,6 +368,17 @@ def _to_finding(lines: list[LogLine], hit: _Hit) -> Finding:
     )
 
 
+# The part of a log every classification reads (the supervisor at an attempt's end, check_errors' warnings, the
+# CLI's `classify FILE`), so that they all see the same error: the fatal one is at the end, and a multi-GB log is
+# never read whole.
+CLASSIFY_WINDOW_BYTES = 1 << 20
+
+
+def window_text(data: bytes) -> str:
+    """The classification window of a log's bytes (its last CLASSIFY_WINDOW_BYTES) as text."""
+    return data[-CLASSIFY_WINDOW_BYTES:].decode("utf-8", errors="replace")
+
+
 def classify(text: str) -> Classification:
     """Classify a log or its tail. `primary` is None when the log shows no error."""
     lines = [unstamped(line) for line in clean_log_lines(text)]
@@ -387,5 +398,5 @@ def classify(text: str) -> Classification:
 
 
 def classify_tail(text: str) -> Classification:
-    """Same as classify(); named for the supervisor, which passes the last ~1 MiB of a log."""
+    """Same as classify(); named for the readers that pass a log's window (window_text)."""
     return classify(text)

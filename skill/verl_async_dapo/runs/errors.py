@@ -8,7 +8,7 @@ from typing import Any
 from verl_async_dapo import policy
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.logs.classify import classify_tail
+from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.base import JobHandle, TargetError
@@ -47,8 +47,8 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "suggestions": run.suggestions, "stall": stall}  # fmt: skip
 
 
-# How much of the current attempt's log check_errors reads for non-fatal findings.
-WARNINGS_TAIL_BYTES = 1 << 20
+# How much of the current attempt's log check_errors reads for non-fatal findings: the classification window.
+WARNINGS_TAIL_BYTES = CLASSIFY_WINDOW_BYTES
 
 
 async def check_errors_live(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
@@ -68,7 +68,7 @@ async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any
         tail = await get_target(handle.target).read_tail(handle.log_path, WARNINGS_TAIL_BYTES)
     except TargetError:  # the log is unreadable now (container gone): the attempts still answer
         return []
-    found = classify_tail(tail.decode("utf-8", errors="replace"))
+    found = classify_tail(window_text(tail))
     return [{"attempt": attempts[-1].n, "category": f.category.value, "kind": f.kind, "count": f.count,
              "message": ctx.scrub(f.message), "explanation": f.explanation, "fix": f.fix}
             for f in found.findings if not f.fatal]  # fmt: skip

@@ -14,6 +14,7 @@ import anyio
 
 from verl_async_dapo.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
@@ -21,7 +22,6 @@ from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, Targ
 log = logging.getLogger("verl_async_dapo.supervisor")
 
 PROGRESS_WRITE_SECONDS = 2.0
-CLASSIFY_TAIL_BYTES = 1 << 20
 FOLLOW_RETRY_SECONDS = 2.0
 
 
@@ -89,7 +89,7 @@ class AttemptWatching:
             await self._read_tail_into(handle, tail)
         if "error" in tail:
             raise tail["error"]
-        text = tail["data"].decode("utf-8", errors="replace")
+        text = window_text(tail["data"])
         exit_code = status.exit_code
         if exit_code == 0:
             self.ctx.store.update_attempt(self.run_id, attempt.n, status="succeeded", exit_code=0, ended_at=time.time())
@@ -107,9 +107,9 @@ class AttemptWatching:
         )
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
-        """The log's last MiB for classification, into ``box`` ("data", or the "error" to raise)."""
+        """The log's classification window (its last MiB), into ``box`` ("data", or the "error" to raise)."""
         try:
-            box["data"] = await self.target.read_tail(handle.log_path, CLASSIFY_TAIL_BYTES)
+            box["data"] = await self.target.read_tail(handle.log_path, CLASSIFY_WINDOW_BYTES)
         except TargetError as exc:
             box["error"] = exc
 
