@@ -7,6 +7,7 @@ stderr; anything else propagates (a traceback in the CLI, a sanitized error in M
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 
 from pydantic import ValidationError
 
@@ -42,3 +43,10 @@ def user_facing_error(exc: BaseException, face: Face = Face.MCP) -> str | None:
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
     return None
+
+
+def scrubbed_user_error(exc: BaseException, scrub: Callable[[str], str], face: Face = Face.MCP) -> str | None:
+    """user_facing_error with every secret masked (``scrub``: the application context's): the one way both faces
+    word an expected failure. None for an unexpected one."""
+    message = user_facing_error(exc, face)
+    return None if message is None else scrub(message)

@@ -122,6 +122,22 @@ def test_the_run_service_before_any_run(ctx: AppContext) -> None:
         runs.resolve_run(ctx, "run_doesnotexist")
 
 
+def test_check_errors_masks_the_secrets_the_context_holds_for_both_faces(tmp_path: Path) -> None:
+    # A key the user gave after the attempt's error was recorded (or that the recording could not know): the service
+    # masks it, so the CLI's `errors` shows what the MCP tool shows.
+    key = "swk-canary-5d1e0b77"
+    ctx = AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={"SWANLAB_API_KEY": key})
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
+    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, error={
+        "category": "tracking", "kind": "swanlab_auth", "line": 3, "excerpt": f"swanlab.login(key) failed: {key} rejected"})
+    ctx.store.end_run(run_id, "failed", final_reason=f"SwanLab refused the key {key}")
+    report = runs.check_errors(ctx, run_id)
+    assert key not in repr(report)
+    assert report["attempts"][0]["excerpt"] == "swanlab.login(key) failed: *** rejected"
+    assert report["final_reason"] == "SwanLab refused the key ***"
+
+
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:
     with pytest.raises(UserInputError, match="select_container"):
         await runs.start_training(ctx, {})

@@ -55,3 +55,19 @@ async def test_the_cli_and_the_supervisor_classify_the_same_window_of_a_log(tmp_
     primary = json.loads(out.stdout)["primary"]
     assert (primary["category"], primary["kind"]) == (supervisor["category"], supervisor["kind"])
     assert primary["excerpt"] == supervisor["excerpt"]
+
+
+def test_the_cli_classify_masks_the_secrets_the_context_holds(tmp_path: Path) -> None:
+    key = "swk-canary-93ab41c0"  # no secret-looking shape: only the known value can mask it
+    log = tmp_path / "train.log"
+    body = _body(LAST).replace(b"torch.OutOfMemoryError: CUDA out of memory.",
+                               f"torch.OutOfMemoryError: CUDA out of memory. {key}".encode(), 1)
+    assert key.encode() in body
+    log.write_bytes(body)
+    env = {**os.environ, "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state"),
+           "VERL_ASYNC_DAPO_CONFIG_DIR": str(tmp_path / "config"), "SWANLAB_API_KEY": key}  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "verl_async_dapo", "classify", "--json", str(log)],
+                         capture_output=True, text=True, timeout=60, env=env, check=True)  # fmt: skip
+    primary = json.loads(out.stdout)["primary"]
+    assert primary["category"] == "gpu_oom"
+    assert key not in out.stdout and "CUDA out of memory. ***" in primary["excerpt"]

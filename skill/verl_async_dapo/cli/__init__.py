@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
-    from verl_async_dapo.errors import user_facing_error
+    from verl_async_dapo.cli.common import scrub
+    from verl_async_dapo.errors import scrubbed_user_error
     from verl_async_dapo.wording import Face
 
     try:
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
-        message = user_facing_error(exc, Face.CLI)
+        message = scrubbed_user_error(exc, scrub, Face.CLI)
         if message is None:
             raise
         print(f"error: {message}", file=sys.stderr)

@@ -23,6 +23,16 @@ def _ctx() -> Any:
     return AppContext.from_environment()
 
 
+def scrub(text: str) -> str:
+    """The application context's scrub (every secret this user's state and environment hold), as the MCP face's."""
+    try:
+        return str(_ctx().scrub(text))
+    except OSError:  # the failure being told may be the state directory's own: the generic masks still apply
+        from verl_async_dapo.redact import redact
+
+        return redact(text)
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Imports with the cyclic garbage collector paused, and what they built frozen.

@@ -6,7 +6,7 @@ import argparse
 import functools
 import sys
 
-from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json
+from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json, scrub
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -28,13 +28,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
-    from verl_async_dapo.redact import redact
 
     with open(args.file, "rb") as fh:  # the window the supervisor classifies, so both name the same error
         fh.seek(0, 2)
         fh.seek(max(0, fh.tell() - CLASSIFY_WINDOW_BYTES))
         text = window_text(fh.read())
-    result = classify(redact(text)).to_json()
+    result = classify(scrub(text)).to_json()  # the secrets we hold are masked too, as in the MCP face
     if args.json:
         _print_json(result)
     else:

@@ -33,7 +33,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "plan_notes": attempt.config.get("plan_notes", []),
             "reason_started": attempt.reason,
             "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
-            "excerpt": error.get("excerpt") if error else None,
+            "excerpt": ctx.scrub(error["excerpt"]) if error and error.get("excerpt") else None,
             "explanation": info.explanation if info else None,
             "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
             "supervisor_action": (attempt.decision or {}).get("reason"),
@@ -43,7 +43,9 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     attempts = ctx.store.attempts(run.id)
     stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
                         run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
-    return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": run.final_reason,
+    # Scrubbed here, for both faces: a secret given after the record was written is masked too.
+    final_reason = ctx.scrub(run.final_reason) if run.final_reason else run.final_reason
+    return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": final_reason,
             "suggestions": run.suggestions, "stall": stall}  # fmt: skip
 
 

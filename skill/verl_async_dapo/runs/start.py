@@ -168,7 +168,7 @@ async def start_training(
         run_id=run_id, status=ctx.store.run(run_id).status, target=container.name,  # type: ignore[union-attr]
         mode=settings.mode.value, framework=settings.framework.value, verl_version=version,
         features=[f.value for f in effective], swanlab_url=url, swanlab_note=render(_link_note(ctx, spec, url), face),
-        preflight=report.lines() if report else [], monitor_commands=monitor_commands(spec),
+        preflight=[ctx.scrub(line) for line in report.lines()] if report else [], monitor_commands=monitor_commands(spec),
         memory_fix_applied=applied, memory_estimate=memory,
     )  # fmt: skip
 

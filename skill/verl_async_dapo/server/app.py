@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.errors import user_facing_error
+from verl_async_dapo.errors import scrubbed_user_error
 from verl_async_dapo.server import models as wire
 
 # The lifespan's lines keep the logger name they had before this module was split out of ``server``.
@@ -133,18 +133,18 @@ def service_errors(app: AppContext) -> Iterator[None]:
     except ToolError:
         raise
     except Exception as exc:
-        message = user_facing_error(exc)
+        message = scrubbed_user_error(exc, app.scrub)
         if message is None:
             raise
-        raise ToolError(visible(app.scrub(message))) from None
+        raise ToolError(visible(message)) from None
 
 
 def resource_errors(app: AppContext, exc: Exception) -> ResourceError:
     """An expected failure as a scrubbed ResourceError (to raise); anything else is re-raised here."""
-    message = user_facing_error(exc)
+    message = scrubbed_user_error(exc, app.scrub)
     if message is None:
         raise exc
-    return ResourceError(visible(app.scrub(message)))
+    return ResourceError(visible(message))
 
 
 def visible(message: str) -> str:

@@ -55,11 +55,10 @@ async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
     app = app_of(ctx)
     with service_errors(app):
         report = wire.ErrorsOut.model_validate(await off_loop(runs.check_errors_live, app, run_id))
-    for item in report.attempts:
-        item.excerpt = wire.as_log_data(app.scrub(item.excerpt)) if item.excerpt else None
+    for item in report.attempts:  # scrubbed by the service; fenced as data here
+        item.excerpt = wire.as_log_data(item.excerpt) if item.excerpt else None
     for warning in report.warnings:
-        warning.message = wire.as_log_data(app.scrub(warning.message)) if warning.message else None
-    report.final_reason = app.scrub(report.final_reason) if report.final_reason else None
+        warning.message = wire.as_log_data(warning.message) if warning.message else None
     return report
 
 

@@ -74,7 +74,7 @@ async def start_training(
     with service_errors(app):
         result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix)
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
-    out.preflight = [visible(app.scrub(line)) for line in out.preflight]
+    out.preflight = [visible(line) for line in out.preflight]  # scrubbed by the service
     return out
 
 
