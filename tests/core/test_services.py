@@ -138,6 +138,16 @@ def test_check_errors_masks_the_secrets_the_context_holds_for_both_faces(tmp_pat
     assert report["final_reason"] == "SwanLab refused the key ***"
 
 
+async def test_the_quick_start_refuses_an_unplannable_run_through_the_run_service(ctx: AppContext) -> None:
+    settings = runs.settings_with(ctx, {"rollout_tp": 2, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    with pytest.raises(UserInputError, match=r"^invalid training parameters: ROLLOUT_TP=2 must divide") as refused:
+        await runs.refuse_unplannable("host", settings, None, skip_preflight=True, allow_no_gpus=True)
+    assert "rollout_tp" in refused.value.params  # the face names its argument or flag
+    assert ctx.store.current_session() is None and runs.list_runs(ctx) == []
+    planned = runs.settings_with(ctx, {"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    await runs.refuse_unplannable("host", planned, None, skip_preflight=True, allow_no_gpus=True)  # plans: no refusal
+
+
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:
     with pytest.raises(UserInputError, match="select_container"):
         await runs.start_training(ctx, {})

@@ -14,11 +14,7 @@ import sys
 from verl_async_dapo import sessions
 from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.features import parse_user_features
-from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
-from verl_async_dapo.runs import StartResult, no_gpus_allowed, preflight, settings_with, start_training
-from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.verl import PlanError
+from verl_async_dapo.runs import StartResult, no_gpus_allowed, refuse_unplannable, settings_with, start_training
 from verl_async_dapo.wording import Face
 
 
@@ -32,14 +28,8 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = training_params(args)
     settings = settings_with(ctx, params)  # validate every variable before anything is created
-    problem = _plan_problem(settings, args.features)
-    if problem is not None:  # refused before a session exists; the target's own problems are told at the same time
-        found = []
-        if not args.skip_preflight:
-            report = await preflight(args.container, settings, allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))
-            found = [line for line in report.lines(Face.CLI) if not line.startswith("[ok]")]
-        raise sessions.UserInputError("\n".join([f"invalid training parameters: {problem}; nothing was started", *found]),
-                                      problem.params)
+    await refuse_unplannable(args.container, settings, args.features, skip_preflight=args.skip_preflight,
+                             allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))  # before a session exists
     sid = ctx.store.create_session()
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
@@ -62,19 +52,6 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         ctx.store.abandon_session(sid)
         raise
     return result
-
-
-def _plan_problem(settings: TrainingSettings, features: str | None) -> PlanError | None:
-    """What only the launch plan checks (e.g. ROLLOUT_TP not dividing ROLLOUT_GPUS), found before a session or run
-    exists: otherwise the detached supervisor fails on it after start returned. The one plan builder, against
-    VERL_VERSION or the default profile; start re-plans with the version preflight detects."""
-    choice = parse_user_features(features) if features else settings.feature_choice()
-    try:
-        preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
-                target=("check", "host"), verl_version=settings.verl_version or DEFAULT_PLAN_VERSION)  # fmt: skip
-    except PlanError as exc:
-        return exc
-    return None
 
 
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:

@@ -37,6 +37,7 @@ from verl_async_dapo.runs.start import (
     monitor_commands,
     no_gpus_allowed,
     preflight,
+    refuse_unplannable,
     settings_with,
     start_training,
 )
@@ -84,6 +85,7 @@ __all__ = [  # the names callers use as this module's attributes (moved, not ren
     "monitor_commands",
     "no_gpus_allowed",
     "preflight",
+    "refuse_unplannable",
     "resolve_run",
     "resume_run",
     "run_to_stop",

@@ -79,6 +79,28 @@ def no_gpus_allowed(ctx: AppContext, explicit: bool = False) -> bool:
     return explicit or ctx.env.get(ALLOW_NO_GPUS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+async def refuse_unplannable(target_name: str, settings: TrainingSettings, features: str | None, *,
+                             skip_preflight: bool, allow_no_gpus: bool) -> None:  # fmt: skip
+    """Refuse, before the CLI's quick start creates a session, what only the launch plan checks (e.g. ROLLOUT_TP
+    not dividing ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. The one plan
+    builder, against VERL_VERSION or the default profile (start re-plans with the version preflight detects); the
+    target's own problems (preflight's non-ok lines) go into the same refusal."""
+    from verl_async_dapo.features import parse_user_features
+    from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
+
+    choice = parse_user_features(features) if features else settings.feature_choice()
+    try:
+        preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
+                target=("check", "host"), verl_version=settings.verl_version or DEFAULT_PLAN_VERSION)  # fmt: skip
+    except PlanError as problem:
+        found = []
+        if not skip_preflight:
+            report = await preflight(target_name, settings, allow_no_gpus=allow_no_gpus)
+            found = [line for line in report.lines(Face.CLI) if not line.startswith("[ok]")]
+        raise UserInputError("\n".join([f"invalid training parameters: {problem}; nothing was started", *found]),
+                             problem.params) from None
+
+
 def _lines(report: PreflightReport) -> Term:
     return either("\n".join(report.lines(Face.MCP)), "\n".join(report.lines(Face.CLI)))
 
