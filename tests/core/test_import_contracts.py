@@ -17,6 +17,7 @@ PACKAGE = "verl_async_dapo"
 ROOT = Path(__file__).resolve().parents[2] / "skill" / PACKAGE
 
 CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", "answers", "runspec", "exceptions", "status",
+        "records",
         "wording", "memory", "errors",
         "verl", "logs")
 CORE_MAY_USE = ("settings", "paths")  # configuration: environment variables and directory names, read on demand

@@ -15,6 +15,7 @@ import pytest
 from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
+from verl_async_dapo.records import AttemptErrors, ErrorReport
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 
@@ -134,8 +135,27 @@ def test_check_errors_masks_the_secrets_the_context_holds_for_both_faces(tmp_pat
     ctx.store.end_run(run_id, "failed", final_reason=f"SwanLab refused the key {key}")
     report = runs.check_errors(ctx, run_id)
     assert key not in repr(report)
-    assert report["attempts"][0]["excerpt"] == "swanlab.login(key) failed: *** rejected"
-    assert report["final_reason"] == "SwanLab refused the key ***"
+    assert report.attempts[0].excerpt == "swanlab.login(key) failed: *** rejected"
+    assert report.final_reason == "SwanLab refused the key ***"
+
+
+async def test_check_errors_returns_a_typed_report_that_the_faces_render(ctx: AppContext) -> None:
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
+    ctx.store.add_attempt(run_id, 1, config={"effective": ["offload"]}, overrides=["a=1"], override_diff=[],
+                          reason="first")  # fmt: skip
+    ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, decision={"reason": "relaunched", "changes": ["b=2"]},
+                          error={"category": "gpu_oom", "kind": "torch_cuda_oom", "line": 9, "excerpt": "OOM"})
+    ctx.store.add_attempt(run_id, 2, config={}, overrides=[], override_diff=["b=2"], reason="after OOM")
+    report = await runs.check_errors_live(ctx, run_id)
+    assert isinstance(report, ErrorReport) and all(isinstance(a, AttemptErrors) for a in report.attempts)
+    first, second = report.attempts
+    assert (first.category, first.kind, first.fix is not None) == ("gpu_oom", "torch_cuda_oom", True)
+    assert (first.supervisor_action, first.changes_next_attempt, first.features) == ("relaunched", ["b=2"], ["offload"])
+    assert (second.category, second.override_diff, second.reason_started) == (None, ["b=2"], "after OOM")
+    assert report.warnings == []  # attempt 2 has no job: no live log to read
+    dumped = report.model_dump()  # what the CLI prints and the MCP face validates into its wire model
+    assert list(dumped) == ["run_id", "status", "attempts", "final_reason", "suggestions", "stall", "warnings"]
+    assert dumped["attempts"][0]["excerpt"] == "OOM" and dumped["status"] == "starting"
 
 
 async def test_the_quick_start_refuses_an_unplannable_run_through_the_run_service(ctx: AppContext) -> None:

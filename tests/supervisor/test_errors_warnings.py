@@ -33,7 +33,7 @@ def _run_with_log(tmp_path: Path, log_text: str) -> tuple[AppContext, str]:
 
 def test_tracker_errors_mid_run_are_warnings_not_attempt_errors(tmp_path: Path) -> None:
     ctx, run_id = _run_with_log(tmp_path, H200_HEALTHY.read_text(encoding="utf-8") + SWANLAB_401.read_text())
-    report = anyio.run(check_errors_live, ctx, run_id)
+    report = anyio.run(check_errors_live, ctx, run_id).model_dump()  # as the CLI renders it
     assert report["attempts"][0]["category"] is None  # the attempt did not fail
     (warning,) = report["warnings"]
     assert (warning["attempt"], warning["category"], warning["kind"], warning["count"]) == (
@@ -50,7 +50,7 @@ def test_tracker_errors_mid_run_are_warnings_not_attempt_errors(tmp_path: Path) 
 
 def test_a_healthy_log_has_no_warnings_and_an_unreadable_one_does_not_break_check_errors(tmp_path: Path) -> None:
     ctx, run_id = _run_with_log(tmp_path, H200_HEALTHY.read_text(encoding="utf-8"))
-    assert anyio.run(check_errors_live, ctx, run_id)["warnings"] == []
+    assert anyio.run(check_errors_live, ctx, run_id).warnings == []
     (tmp_path / "job" / "train.log").unlink()
-    report = anyio.run(check_errors_live, ctx, run_id)
+    report = anyio.run(check_errors_live, ctx, run_id).model_dump()  # as the CLI renders it
     assert report["warnings"] == [] and report["attempts"][0]["attempt"] == 1

@@ -41,7 +41,7 @@ def cmd_errors(args: argparse.Namespace) -> int:
     from verl_async_dapo.cli.status_view import render_errors
     from verl_async_dapo.runs import check_errors_live
 
-    report = anyio.run(check_errors_live, _ctx(), args.run_id)
+    report = anyio.run(check_errors_live, _ctx(), args.run_id).model_dump()
     if args.json:
         _print_json(report)
     else:

@@ -9,6 +9,7 @@ from verl_async_dapo import policy
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
+from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.base import JobHandle, TargetError
@@ -16,7 +17,8 @@ from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
 
-def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
+    """A run's attempts with their errors and the supervisor's decisions, how it ended, its latest stall."""
     run = resolve_run(ctx, run_id)
     heal(ctx, run)
     items = []
@@ -26,7 +28,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     for attempt in attempts:
         error = attempt.error
         info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
-        items.append({
+        items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
             "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
             "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
@@ -39,29 +41,29 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
             "supervisor_action": (attempt.decision or {}).get("reason"),
             "changes_next_attempt": (attempt.decision or {}).get("changes", []),
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
-        })  # fmt: skip
+        }))  # fmt: skip
     attempts = ctx.store.attempts(run.id)
     stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
                         run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     # Scrubbed here, for both faces: a secret given after the record was written is masked too.
     final_reason = ctx.scrub(run.final_reason) if run.final_reason else run.final_reason
-    return {"run_id": run.id, "status": run.status, "attempts": items, "final_reason": final_reason,
-            "suggestions": run.suggestions, "stall": stall}  # fmt: skip
+    return ErrorReport(run_id=run.id, status=run.status, attempts=items, final_reason=final_reason,
+                       suggestions=run.suggestions, stall=stall)  # fmt: skip
 
 
 # How much of the current attempt's log check_errors reads for non-fatal findings: the classification window.
 WARNINGS_TAIL_BYTES = CLASSIFY_WINDOW_BYTES
 
 
-async def check_errors_live(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+async def check_errors_live(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
     """check_errors plus what the current attempt's log shows that does not stop training
     (e.g. the tracker rejecting metric uploads mid-run): those never become an attempt's error."""
     report = check_errors(ctx, run_id)
-    report["warnings"] = await _nonfatal_findings(ctx, report["run_id"])
+    report.warnings = await _nonfatal_findings(ctx, report.run_id)
     return report
 
 
-async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any]]:
+async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[LiveFinding]:
     attempts = ctx.store.attempts(run_id)
     if not attempts or attempts[-1].job is None:
         return []
@@ -71,8 +73,8 @@ async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[dict[str, Any
     except TargetError:  # the log is unreadable now (container gone): the attempts still answer
         return []
     found = classify_tail(window_text(tail))
-    return [{"attempt": attempts[-1].n, "category": f.category.value, "kind": f.kind, "count": f.count,
-             "message": ctx.scrub(f.message), "explanation": f.explanation, "fix": f.fix}
+    return [LiveFinding(attempt=attempts[-1].n, category=f.category.value, kind=f.kind, count=f.count,
+                        message=ctx.scrub(f.message), explanation=f.explanation, fix=f.fix)
             for f in found.findings if not f.fatal]  # fmt: skip
 
 

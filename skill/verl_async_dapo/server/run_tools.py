@@ -54,7 +54,7 @@ async def check_errors(ctx: Context[AppContext], run_id: wire.RunId = None) -> w
     plus warnings that do not stop training (e.g. SwanLab rejecting metric uploads mid-run)."""
     app = app_of(ctx)
     with service_errors(app):
-        report = wire.ErrorsOut.model_validate(await off_loop(runs.check_errors_live, app, run_id))
+        report = wire.ErrorsOut.model_validate((await off_loop(runs.check_errors_live, app, run_id)).model_dump())
     for item in report.attempts:  # scrubbed by the service; fenced as data here
         item.excerpt = wire.as_log_data(item.excerpt) if item.excerpt else None
     for warning in report.warnings:

@@ -1,0 +1,57 @@
+"""Typed records the services return and the faces only render (pure: pydantic, no I/O).
+
+The MCP face validates them into its wire models (server/models.py, whose field descriptions make the tool schema);
+the CLI prints ``model_dump()`` or renders it as text. The field order is the order of the JSON the CLI prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class AttemptErrors(BaseModel):
+    """One attempt in check_errors: how it was launched, what ended it, what the supervisor did about it."""
+
+    attempt: int
+    status: str
+    exit_code: int | None
+    features: list[str]
+    override_diff: list[str]  # what changed from the previous attempt
+    overrides: list[str]
+    override_sources: dict[str, str]
+    plan_notes: list[str]
+    reason_started: str | None
+    category: str | None  # None: the attempt recorded no error
+    kind: str | None
+    excerpt: str | None  # scrubbed by the service; a face may fence or shorten it
+    explanation: str | None
+    fix: str | None
+    supervisor_action: str | None
+    changes_next_attempt: list[str]
+    resume_check: str | None
+
+
+class LiveFinding(BaseModel):
+    """A non-fatal finding in the current attempt's log (training goes on): never an attempt's error."""
+
+    attempt: int
+    category: str
+    kind: str
+    count: int
+    message: str | None  # scrubbed
+    explanation: str
+    fix: str
+
+
+class ErrorReport(BaseModel):
+    """check_errors: a run's attempts with their errors, how it ended, its latest stall."""
+
+    run_id: str
+    status: str
+    attempts: list[AttemptErrors]
+    final_reason: str | None  # scrubbed
+    suggestions: list[str]
+    stall: dict[str, Any] | None  # watchman.view.stall_state
+    warnings: list[LiveFinding] = []  # read from the live log by check_errors_live only
