@@ -92,7 +92,8 @@ class ProgressWriter:
     def _resume_check(self, attempt_n: int, snapshot: dict[str, Any]) -> str | None:
         """Did verl resume where the checkpoint check before this attempt said it would? Said once as an event."""
         attempts = self.ctx.store.attempts(self.run_id) if attempt_n > 1 else []
-        expected = (attempts[attempt_n - 2].decision or {}).get("checkpoint") if len(attempts) >= attempt_n else None
+        decided = attempts[attempt_n - 2].supervisor_decision if len(attempts) >= attempt_n else None
+        expected = decided.checkpoint if decided else None
         message = resume_check.verify(expected, snapshot)
         if message and "lost" in message and self._warned != attempt_n:
             self._warned = attempt_n

@@ -55,3 +55,14 @@ class ErrorReport(BaseModel):
     suggestions: list[str]
     stall: dict[str, Any] | None  # watchman.view.stall_state
     warnings: list[LiveFinding] = []  # read from the live log by check_errors_live only
+
+
+class SupervisorDecision(BaseModel):
+    """What the supervisor decided once an attempt ended, stored on the attempt (the store serialises it: the fields
+    that were set, so a decision read back and re-stored keeps its shape)."""
+
+    relaunch: bool | None = None  # None: no decision was taken (a stopped attempt whose run the user resumed)
+    reason: str | None = None
+    changes: list[str] = []  # what the next attempt changes (features, OOM ladder rungs)
+    suggestions: list[str] = []  # for the user, when it gave up
+    checkpoint: dict[str, Any] | None = None  # resume_check.CheckpointState.to_dict(): where the next one resumes

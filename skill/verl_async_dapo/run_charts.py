@@ -35,7 +35,8 @@ async def metrics_text(target: Target, log_path: str) -> str:
 
 
 def _label(previous: AttemptRow | None, attempt: AttemptRow) -> str:
-    changes = (previous.decision or {}).get("changes", []) if previous else []
+    decided = previous.supervisor_decision if previous else None
+    changes = decided.changes if decided else []
     return ", ".join(changes) if changes else ", ".join(attempt.override_diff[:2])
 
 

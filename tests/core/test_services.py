@@ -15,7 +15,7 @@ import pytest
 from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
-from verl_async_dapo.records import AttemptErrors, ErrorReport
+from verl_async_dapo.records import AttemptErrors, ErrorReport, SupervisorDecision
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 
@@ -166,6 +166,26 @@ async def test_the_quick_start_refuses_an_unplannable_run_through_the_run_servic
     assert ctx.store.current_session() is None and runs.list_runs(ctx) == []
     planned = runs.settings_with(ctx, {"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
     await runs.refuse_unplannable("host", planned, None, skip_preflight=True, allow_no_gpus=True)  # plans: no refusal
+
+
+def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_set(ctx: AppContext) -> None:
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
+    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    decided = SupervisorDecision(relaunch=True, reason="gpu_oom: add offload", changes=["+offload"], suggestions=[])
+    ctx.store.end_attempt(run_id, 1, "failed", decision=decided)
+    (attempt,) = ctx.store.attempts(run_id)
+    assert attempt.decision == {"relaunch": True, "reason": "gpu_oom: add offload", "changes": ["+offload"],
+                                "suggestions": []}  # no checkpoint key before the check ran  # fmt: skip
+    assert attempt.supervisor_decision == decided
+    with_ckpt = decided.model_copy(update={"checkpoint": {"expected_step": 4}})
+    ctx.store.update_attempt(run_id, 1, decision=with_ckpt)
+    (attempt,) = ctx.store.attempts(run_id)
+    assert isinstance(attempt.supervisor_decision, SupervisorDecision)
+    assert attempt.supervisor_decision.checkpoint == {"expected_step": 4}
+    assert runs.check_errors(ctx, run_id).attempts[0].changes_next_attempt == ["+offload"]
+    resumed = SupervisorDecision().model_copy(update={"checkpoint": {"expected_step": 0}})  # a stopped run resumed
+    ctx.store.update_attempt(run_id, 1, decision=resumed)
+    assert ctx.store.attempts(run_id)[0].decision == {"checkpoint": {"expected_step": 0}}
 
 
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:

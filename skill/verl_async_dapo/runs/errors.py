@@ -27,6 +27,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
     attempts = ctx.store.attempts(run.id)
     for attempt in attempts:
         error = attempt.error
+        decided = attempt.supervisor_decision
         info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
         items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
@@ -38,8 +39,8 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
             "excerpt": ctx.scrub(error["excerpt"]) if error and error.get("excerpt") else None,
             "explanation": info.explanation if info else None,
             "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
-            "supervisor_action": (attempt.decision or {}).get("reason"),
-            "changes_next_attempt": (attempt.decision or {}).get("changes", []),
+            "supervisor_action": decided.reason if decided else None,
+            "changes_next_attempt": decided.changes if decided else [],
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
         }))  # fmt: skip
     attempts = ctx.store.attempts(run.id)
@@ -82,7 +83,8 @@ def _resume_words(n: int, attempts: list[Any], lost: dict[Any, str], progress: d
     """How attempt n resumed: the loss verl's log showed, else what the check before it found, else its progress."""
     if n in lost:
         return lost[n]
-    before = (attempts[n - 2].decision or {}).get("checkpoint") if n > 1 else None
+    decided = attempts[n - 2].supervisor_decision if n > 1 else None
+    before = decided.checkpoint if decided else None
     if before and before.get("note"):
         return str(before["note"])
     return progress.get("resume_check") if progress.get("attempt") == n else None

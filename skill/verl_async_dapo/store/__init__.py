@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
+from verl_async_dapo.records import SupervisorDecision
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
 from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 from verl_async_dapo.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql
@@ -60,6 +61,11 @@ class AttemptRow:
     decision: dict[str, Any] | None
     started_at: float
     ended_at: float | None
+
+    @property
+    def supervisor_decision(self) -> SupervisorDecision | None:
+        """``decision`` as its record (None before the supervisor decided anything about this attempt)."""
+        return None if self.decision is None else SupervisorDecision.model_validate(self.decision)
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,8 @@ class Store(OutboxStore):
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"not attempt fields: {sorted(unknown)}")
+        if isinstance(fields.get("decision"), SupervisorDecision):  # its set fields: the record's stored shape
+            fields["decision"] = fields["decision"].model_dump(mode="json", exclude_unset=True)
         encoded = {
             k: _dumps(v) if k in {"job", "error", "decision"} and v is not None else v for k, v in fields.items()
         }

@@ -28,6 +28,7 @@ from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
+from verl_async_dapo.records import SupervisorDecision
 from verl_async_dapo.runspec import (
     RESUMED_REASON,
     RunSpec,
@@ -114,8 +115,9 @@ class Supervisor(AttemptWatching):
             box: dict[str, resume_check.CheckpointState] = {}
             await self._check_checkpoint(last.n, box)  # recorded on the last attempt: the resumed one is checked by it
             ckpt = box["ckpt"]
+            decided = last.supervisor_decision or SupervisorDecision()
             self.ctx.store.update_attempt(self.run_id, last.n,
-                                          decision={**(last.decision or {}), "checkpoint": ckpt.to_dict()})  # fmt: skip
+                                          decision=decided.model_copy(update={"checkpoint": ckpt.to_dict()}))  # fmt: skip
             resumed = ckpt.expected_step
             reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
             await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
@@ -161,8 +163,8 @@ class Supervisor(AttemptWatching):
         refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
         if refusal is not None:  # the optional GPU-hour cap of the same budget
             decision = policy.Decision(False, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
-        recorded = {"relaunch": decision.relaunch, "reason": decision.reason, "changes": list(decision.changes),
-                    "suggestions": list(decision.suggestions)}  # fmt: skip
+        recorded = SupervisorDecision(relaunch=decision.relaunch, reason=decision.reason, changes=list(decision.changes),
+                                      suggestions=list(decision.suggestions))  # fmt: skip
         self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded)
         if not decision.relaunch or decision.next_config is None:
             if "reached" in decision.reason and category is not None:  # the one relaunch budget ran out
@@ -183,7 +185,7 @@ class Supervisor(AttemptWatching):
             tg.start_soon(self._check_checkpoint, attempt.n, box)
             await self._make_sure_dead(attempt)
         ckpt = box["ckpt"]
-        self.ctx.store.update_attempt(self.run_id, attempt.n, decision={**recorded, "checkpoint": ckpt.to_dict()})
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded.model_copy(update={"checkpoint": ckpt.to_dict()}))
         resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
