@@ -82,7 +82,7 @@ async def _in_process(state: State, run_id: str, reps: int, expect_tail_reads: b
     runs.progress._progress_from_tail = counting  # type: ignore[assignment]
     ctx = state.ctx()
     sample = Sample("in-process")
-    last: dict[str, Any] = {}
+    last: Any = None
     try:
         last = await runs.get_progress(ctx, run_id)  # warm-up (imports, SQLite page cache, docker client)
         tail_reads = 0
@@ -97,7 +97,8 @@ async def _in_process(state: State, run_id: str, reps: int, expect_tail_reads: b
         raise AssertionError(f"stale path: expected {reps} tail reads, saw {tail_reads}")
     if not expect_tail_reads and tail_reads:
         raise AssertionError(f"fresh path: expected no tail read, saw {tail_reads}")
-    return sample, {"step": last.get("step"), "status": last.get("status"), "tail_reads": tail_reads}
+    return sample, {"step": last.step if last else None, "status": last.status if last else None,
+                    "tail_reads": tail_reads}  # fmt: skip
 
 
 def _cli(state: State, run_id: str, reps: int) -> Sample:
@@ -164,7 +165,7 @@ def _agreement(state: State, container: Container, run_id: str) -> dict[str, Any
 
     ctx = state.ctx()
     try:
-        ours = anyio.run(runs.get_progress, ctx, run_id).get("step")
+        ours = anyio.run(runs.get_progress, ctx, run_id).step
     finally:
         ctx.close()
     theirs = _tqdm_step(common.sh(container, common.BASELINE_PROGRESS_SH))

@@ -66,3 +66,31 @@ class SupervisorDecision(BaseModel):
     changes: list[str] = []  # what the next attempt changes (features, OOM ladder rungs)
     suggestions: list[str] = []  # for the user, when it gave up
     checkpoint: dict[str, Any] | None = None  # resume_check.CheckpointState.to_dict(): where the next one resumes
+
+
+class ProgressReport(BaseModel):
+    """get_progress: the run's status and its current attempt's progress snapshot (the supervisor's, or the log
+    tail's when that is stale). Numbers stay as the snapshot has them (an int ETA is not made a float)."""
+
+    run_id: str
+    status: str  # the run's, or "finishing" while an ended attempt's outcome is being recorded
+    attempt: int  # 0 before the first launch
+    stalled: bool
+    stalled_for_seconds: float | None
+    step: int | None
+    total_steps: int | None
+    percent: float | None
+    eta_seconds: float | int | None
+    eta_basis: str | None
+    seconds_per_step: float | int | None
+    phase: str | None
+    phase_seconds: float | None
+    features: list[str]
+    metrics: dict[str, Any]
+    metrics_step: int | None
+    resumed_from_step: int | None
+    resume_check: str | None
+    swanlab_url: str | None
+    as_of: str | None  # ISO 8601, UTC
+    final_reason: str | None
+    suggestions: list[str]

@@ -15,7 +15,7 @@ import pytest
 from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
-from verl_async_dapo.records import AttemptErrors, ErrorReport, SupervisorDecision
+from verl_async_dapo.records import AttemptErrors, ErrorReport, ProgressReport, SupervisorDecision
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 
@@ -186,6 +186,23 @@ def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_
     resumed = SupervisorDecision().model_copy(update={"checkpoint": {"expected_step": 0}})  # a stopped run resumed
     ctx.store.update_attempt(run_id, 1, decision=resumed)
     assert ctx.store.attempts(run_id)[0].decision == {"checkpoint": {"expected_step": 0}}
+
+
+async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_stored(ctx: AppContext) -> None:
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {})
+    ctx.store.add_attempt(run_id, 1, config={"effective": ["flash_attn"]}, overrides=[], override_diff=[], reason="1")
+    ctx.store.update_attempt(run_id, 1, status="succeeded", exit_code=0)
+    snapshot = {"attempt": 1, "step": 5, "total_steps": 20, "eta_seconds": 120, "seconds_per_step": 8.5,
+                "metrics": {"critic/score/mean": 0.25, "training/global_step": 5}, "phase": "training"}  # fmt: skip
+    ctx.store.update_run(run_id, status="succeeded", progress=snapshot, progress_at=1_700_000_000.0)
+    report = await runs.get_progress(ctx, run_id)
+    assert isinstance(report, ProgressReport)
+    assert (report.attempt, report.step, report.total_steps, report.percent) == (1, 5, 20, 25.0)
+    assert (report.features, report.phase_seconds, report.stalled) == (["flash_attn"], None, False)  # ended: no clock
+    dumped = report.model_dump()  # what the CLI prints and the MCP face validates into ProgressOut
+    assert dumped["eta_seconds"] == 120 and isinstance(dumped["eta_seconds"], int)  # not turned into 120.0
+    assert dumped["metrics"] == snapshot["metrics"] and dumped["as_of"] == "2023-11-14T22:13:20Z"
+    assert list(dumped)[:3] == ["run_id", "status", "attempt"] and list(dumped)[-1] == "suggestions"
 
 
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:

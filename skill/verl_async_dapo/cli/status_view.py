@@ -132,7 +132,7 @@ async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:
     tty = sys.stdout.isatty()
     last_line = None
     while True:
-        progress = await get_progress(ctx, run_id)
+        progress = (await get_progress(ctx, run_id)).model_dump()
         run_id = progress["run_id"]
         line = render_bar(progress)
         if tty:

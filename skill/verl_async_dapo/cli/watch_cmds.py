@@ -17,7 +17,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     ctx = _ctx()
     if args.follow:
         return anyio.run(follow_status, ctx, args.run_id, args.interval)
-    progress = anyio.run(get_progress, ctx, args.run_id)
+    progress = anyio.run(get_progress, ctx, args.run_id).model_dump()
     if args.plot:
         from verl_async_dapo.run_charts import progress_chart
 

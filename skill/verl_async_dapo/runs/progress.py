@@ -8,6 +8,7 @@ from typing import Any
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.logs.progress import parse_progress
+from verl_async_dapo.records import ProgressReport
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
@@ -18,7 +19,8 @@ from verl_async_dapo.watchman.view import stall_state
 STALE_PROGRESS_SECONDS = 30.0
 
 
-async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressReport:
+    """The run's status and its current attempt's progress (healing a run whose supervisor died)."""
     run = resolve_run(ctx, run_id)
     restarted = heal(ctx, run)
     attempts = ctx.store.attempts(run.id)
@@ -43,7 +45,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         status = "finishing"
     stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
                         status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
-    return {
+    return ProgressReport(**{
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
         "stalled": bool(stall and stall["stalled"]), "stalled_for_seconds": stall["stalled_for_seconds"] if stall else None,
         "step": step, "total_steps": total, "percent": percent, "eta_seconds": progress.get("eta_seconds"),
@@ -55,7 +57,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> dict[str, 
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
         "swanlab_url": run.swanlab_url,
         "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:

@@ -36,7 +36,7 @@ async def get_progress(
     memory), one line per attempt with each relaunch marked."""
     app = app_of(ctx)
     with service_errors(app):
-        out = wire.ProgressOut.model_validate(await off_loop(runs.get_progress, app, run_id))
+        out = wire.ProgressOut.model_validate((await off_loop(runs.get_progress, app, run_id)).model_dump())
         content: list[ContentBlock] = [TextContent(type="text", text=out.model_dump_json())]
         if chart:  # the chart module (and matplotlib) load only here: the server's cold start never pays for them
             png, note = await off_loop(run_charts.progress_chart, app, out.run_id)
