@@ -74,3 +74,18 @@ def test_unknown_and_non_terminal_statuses_are_refused(store: Store) -> None:
 def test_a_terminal_state_error_is_not_a_transient_store_error() -> None:
     # Retrying the write can never succeed, so code that retries StoreError (busy DB) must not retry this.
     assert not issubclass(TerminalStateError, StoreError)
+
+
+def test_only_the_store_stamps_ended_at() -> None:
+    # A run or attempt ends through store.end_run / end_attempt, which stamp ended_at (issue 19: it was passed by
+    # hand in a dozen places). Any `ended_at=` keyword outside the store is a way around that one rule.
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "skill" / "verl_async_dapo"
+    found = [
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in root.rglob("*.py") if "store" not in path.relative_to(root).parts
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and any(k.arg == "ended_at" for k in node.keywords)
+    ]  # fmt: skip
+    assert found == []

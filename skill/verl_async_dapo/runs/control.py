@@ -32,8 +32,8 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
             except TargetError as exc:  # e.g. its container was removed: the run must still be able to end
                 reason = f"stopped on request; could not reach the job: {ctx.scrub(str(exc))}"
         if attempts and attempts[-1].status in ("launching", "running"):
-            ctx.store.update_attempt(run.id, attempts[-1].n, status="stopped", ended_at=time.time())
-        ctx.store.update_run(run.id, status="stopped", final_reason=reason, ended_at=time.time())
+            ctx.store.end_attempt(run.id, attempts[-1].n, "stopped")
+        ctx.store.end_run(run.id, "stopped", final_reason=reason)
         ctx.store.add_event("info", "run_stopped", reason, run_id=run.id)
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:

@@ -75,10 +75,10 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
     if len(recent) >= MAX_SUPERVISOR_RESTARTS:
         log_file = ctx.run_dir(run.id) / "supervisor.log"
-        ctx.store.update_run(run.id, status="failed", ended_at=time.time(),
-                             final_reason=f"the supervisor died {len(recent)} times in {RESTART_WINDOW_SECONDS:.0f} s",
-                             suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
-                                          "report the supervisor error as a bug"])  # fmt: skip
+        ctx.store.end_run(run.id, "failed",
+                          final_reason=f"the supervisor died {len(recent)} times in {RESTART_WINDOW_SECONDS:.0f} s",
+                          suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
+                                       "report the supervisor error as a bug"])  # fmt: skip
         ctx.store.add_event("error", "run_failed", "supervisor crash loop; run marked failed", run_id=run.id)
         return False
     if spawn_supervisor(ctx, run.id):

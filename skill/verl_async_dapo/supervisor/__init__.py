@@ -203,7 +203,7 @@ class Supervisor(AttemptWatching):
                                        override_diff=[], reason=reason)  # fmt: skip
             error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "plan_error",
                      "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
-            self.ctx.store.update_attempt(self.run_id, n, status="rejected", error=error, ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
             self._finish("failed", f"cannot plan attempt {n}: {self.ctx.scrub(str(exc))}",
                          ["fix the parameter named above; nothing was launched"])  # fmt: skip
             return None
@@ -219,12 +219,12 @@ class Supervisor(AttemptWatching):
         if not result.ok:
             error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",
                      "excerpt": self.ctx.scrub(result.error or "")[:2000], "line": None}  # fmt: skip
-            self.ctx.store.update_attempt(self.run_id, n, status="rejected", error=error, ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
             self._finish("failed", "verl rejected the overrides before launch: " + (result.error or "")[:500],
                          ["fix the named key (see check_errors); nothing was launched"])  # fmt: skip
             return None
         if self._stop_flag():
-            self.ctx.store.update_attempt(self.run_id, n, status="stopped", ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, n, "stopped")
             self._finish("stopped", "stopped on request before launch", [])
             return None
         log_path = self.spec.attempt_log(n)
@@ -236,7 +236,7 @@ class Supervisor(AttemptWatching):
         except TargetError as exc:
             error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "launch_failed",
                      "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
-            self.ctx.store.update_attempt(self.run_id, n, status="failed", error=error, ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, n, "failed", error=error)
             self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
             return None
         self._launched.add(n)
@@ -281,7 +281,7 @@ class Supervisor(AttemptWatching):
             # Died between recording and starting: the job dir tells whether it started.
             size = await self.target.file_size(f"{self.spec.attempt_dir(attempt.n)}/pgid")
             if size is None:
-                self.ctx.store.update_attempt(self.run_id, attempt.n, status="abandoned", ended_at=time.time())
+                self.ctx.store.end_attempt(self.run_id, attempt.n, "abandoned")
                 config = attempt_config_from_dict(attempt.config)
                 return await self._relaunch_same(attempt, config)
             handle = JobHandle(target=self.spec.target, job_dir=self.spec.attempt_dir(attempt.n),
@@ -328,8 +328,7 @@ class Supervisor(AttemptWatching):
 
     def _finish(self, status: str, reason: str, suggestions: list[str]) -> str:
         reason = self.ctx.scrub(reason)
-        self.ctx.store.update_run(self.run_id, status=status, final_reason=reason, suggestions=suggestions,
-                                  ended_at=time.time())  # fmt: skip
+        self.ctx.store.end_run(self.run_id, status, final_reason=reason, suggestions=suggestions)
         level = "info" if status in ("succeeded", "stopped") else "error"
         self.ctx.store.add_event(level, f"run_{status}", reason, run_id=self.run_id,
                                  data={"suggestions": suggestions})  # fmt: skip

@@ -81,7 +81,7 @@ class AttemptWatching:
             error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "target_gone", "line": None,
                      "excerpt": self.ctx.scrub(self._target_gone)}  # fmt: skip
             status_name = "stopped" if self._stop_flag() else "failed"
-            self.ctx.store.update_attempt(self.run_id, attempt.n, status=status_name, error=error, ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, attempt.n, status_name, error=error)
             if status_name == "failed":
                 self.watchman.target_gone(attempt.n, error["excerpt"])
             return
@@ -92,19 +92,15 @@ class AttemptWatching:
         text = window_text(tail["data"])
         exit_code = status.exit_code
         if exit_code == 0:
-            self.ctx.store.update_attempt(self.run_id, attempt.n, status="succeeded", exit_code=0, ended_at=time.time())
+            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", exit_code=0)
             return
         if self._stop_flag():
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
-            self.ctx.store.update_attempt(
-                self.run_id, attempt.n, status="stopped", exit_code=exit_code, ended_at=time.time()
-            )
+            self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
             return
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
         error = self.watchman.stalled_error(attempt.n) or attempt_error(text, exit_code, self.ctx.scrub)
-        self.ctx.store.update_attempt(
-            self.run_id, attempt.n, status="failed", exit_code=exit_code, error=error, ended_at=time.time()
-        )
+        self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
         """The log's classification window (its last MiB), into ``box`` ("data", or the "error" to raise)."""
