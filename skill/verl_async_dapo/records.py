@@ -6,9 +6,21 @@ the CLI prints ``model_dump()`` or renders it as text. The field order is the or
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class JobHandle:
+    """A detached job inside a target; everything needed to find it again after a restart (stored on its attempt:
+    the store serialises it, ``AttemptRow.handle`` reads it back)."""
+
+    target: str  # container name, or "host"
+    job_dir: str  # holds pgid, rc, started
+    log_path: str
+    exec_id: str | None = None  # docker exec id while the daemon remembers it
 
 
 class AttemptErrors(BaseModel):

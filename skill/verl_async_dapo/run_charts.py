@@ -16,7 +16,7 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.series import METRICS_LINE_GREP, parse_series
 from verl_async_dapo.runs import resolve_run
 from verl_async_dapo.store import AttemptRow
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.base import Target, TargetError
 from verl_async_dapo.targets.registry import get_target
 
 CHART_TAIL_BYTES = 8 << 20
@@ -49,7 +49,7 @@ async def progress_chart(ctx: AppContext, run_id: str | None) -> tuple[bytes | N
     for i, attempt in enumerate(attempts):
         if not attempt.job:
             continue
-        handle = JobHandle(**attempt.job)
+        handle = attempt.handle
         try:
             text = await metrics_text(get_target(handle.target), handle.log_path)
         except TargetError as exc:

@@ -15,7 +15,8 @@ import pytest
 from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
-from verl_async_dapo.records import AttemptErrors, ErrorReport, ProgressReport, SupervisorDecision
+from verl_async_dapo.records import AttemptErrors, ErrorReport, JobHandle, ProgressReport, SupervisorDecision
+from verl_async_dapo.targets import base as targets_base
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 
@@ -203,6 +204,18 @@ async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_
     assert dumped["eta_seconds"] == 120 and isinstance(dumped["eta_seconds"], int)  # not turned into 120.0
     assert dumped["metrics"] == snapshot["metrics"] and dumped["as_of"] == "2023-11-14T22:13:20Z"
     assert list(dumped)[:3] == ["run_id", "status", "attempt"] and list(dumped)[-1] == "suggestions"
+
+
+def test_a_job_handle_is_a_record_the_store_serialises(ctx: AppContext, tmp_path: Path) -> None:
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {})
+    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    assert ctx.store.attempts(run_id)[0].handle is None  # not started yet
+    handle = JobHandle(target="host", job_dir=str(tmp_path / "a1"), log_path=str(tmp_path / "a1" / "train.log"))
+    ctx.store.update_attempt(run_id, 1, status="running", job=handle)
+    (attempt,) = ctx.store.attempts(run_id)
+    assert attempt.job == {"target": "host", "job_dir": handle.job_dir, "log_path": handle.log_path, "exec_id": None}
+    assert isinstance(attempt.handle, JobHandle) and attempt.handle == handle
+    assert targets_base.JobHandle is JobHandle  # the targets' name for it is the same record
 
 
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:

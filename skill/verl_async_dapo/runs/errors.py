@@ -12,7 +12,7 @@ from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, 
 from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
-from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.targets.base import TargetError
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
@@ -68,7 +68,7 @@ async def _nonfatal_findings(ctx: AppContext, run_id: str) -> list[LiveFinding]:
     attempts = ctx.store.attempts(run_id)
     if not attempts or attempts[-1].job is None:
         return []
-    handle = JobHandle(**attempts[-1].job)
+    handle = attempts[-1].handle
     try:
         tail = await get_target(handle.target).read_tail(handle.log_path, WARNINGS_TAIL_BYTES)
     except TargetError:  # the log is unreadable now (container gone): the attempts still answer

@@ -29,7 +29,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
     if attempts and progress.get("attempt") not in (None, attempts[-1].n):
         progress, stale = {}, True  # the snapshot is the previous attempt's: right after a relaunch
     if run.status in ACTIVE_RUN_STATUSES and stale and attempts and attempts[-1].job:
-        fresh = await _progress_from_tail(JobHandle(**attempts[-1].job))
+        fresh = await _progress_from_tail(attempts[-1].handle)
         progress = merge_tail_progress(progress, fresh) if fresh else progress
     current = attempts[-1] if attempts else None
     total = progress.get("total_steps") or RunSpec.model_validate(run.spec).training_settings().train_steps
@@ -41,7 +41,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
     # Right after a restart the attempt may have ended while no supervisor watched, and the new one has not recorded
     # it yet. Never show that as running (issue 20): the job's own files say whether it still runs.
     watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
-    if watched and current is not None and current.job and await _job_ended(JobHandle(**current.job)):
+    if watched and current is not None and current.job and await _job_ended(current.handle):
         status = "finishing"
     stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
                         status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
@@ -65,10 +65,9 @@ async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple
     attempt started)."""
     run = resolve_run(ctx, run_id)
     attempts = ctx.store.attempts(run.id)
-    job = attempts[-1].job if attempts else None
-    if job is None:
+    handle = attempts[-1].handle if attempts else None
+    if handle is None:
         return run, None
-    handle = JobHandle(**job)
     # One byte more than shown: it tells whether the window already starts right after a newline.
     return run, from_whole_line(await get_target(handle.target).read_tail(handle.log_path, max_bytes + 1), max_bytes)
 

@@ -10,6 +10,7 @@ Connections, bounded waits and busy retries: ``store.db``; the schema's migratio
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets as _secrets
 import sqlite3
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
-from verl_async_dapo.records import SupervisorDecision
+from verl_async_dapo.records import JobHandle, SupervisorDecision
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
 from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 from verl_async_dapo.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql
@@ -61,6 +62,11 @@ class AttemptRow:
     decision: dict[str, Any] | None
     started_at: float
     ended_at: float | None
+
+    @property
+    def handle(self) -> JobHandle | None:
+        """``job`` as its record (None until the attempt's job was started)."""
+        return None if self.job is None else JobHandle(**self.job)
 
     @property
     def supervisor_decision(self) -> SupervisorDecision | None:
@@ -266,6 +272,8 @@ class Store(OutboxStore):
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"not attempt fields: {sorted(unknown)}")
+        if isinstance(fields.get("job"), JobHandle):
+            fields["job"] = dataclasses.asdict(fields["job"])
         if isinstance(fields.get("decision"), SupervisorDecision):  # its set fields: the record's stored shape
             fields["decision"] = fields["decision"].model_dump(mode="json", exclude_unset=True)
         encoded = {

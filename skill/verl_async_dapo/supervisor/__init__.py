@@ -131,7 +131,7 @@ class Supervisor(AttemptWatching):
 
     def _latest_handle(self) -> JobHandle | None:
         current = self.ctx.store.attempts(self.run_id)[-1]
-        return JobHandle(**current.job) if current.job else None
+        return current.handle
 
     async def _after_attempt(self, attempt: AttemptRow) -> str:
         """Decide what follows a finished attempt: done, relaunch, or give up."""
@@ -240,7 +240,7 @@ class Supervisor(AttemptWatching):
             self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
             return None
         self._launched.add(n)
-        self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle.__dict__)
+        self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle)
         self.ctx.store.update_run(self.run_id, status="running")
         if self._tg is not None:
             self._tg.start_soon(self._prevalidate_next, n, config)
@@ -286,10 +286,10 @@ class Supervisor(AttemptWatching):
                 return await self._relaunch_same(attempt, config)
             handle = JobHandle(target=self.spec.target, job_dir=self.spec.attempt_dir(attempt.n),
                                log_path=self.spec.attempt_log(attempt.n))  # fmt: skip
-            self.ctx.store.update_attempt(self.run_id, attempt.n, status="running", job=handle.__dict__)
+            self.ctx.store.update_attempt(self.run_id, attempt.n, status="running", job=handle)
             return handle
         log.info("reattaching to attempt %d", attempt.n)
-        return JobHandle(**attempt.job)
+        return attempt.handle
 
     async def _relaunch_same(self, attempt: AttemptRow, config: AttemptConfig) -> JobHandle | None:
         previous = self.ctx.store.attempts(self.run_id)[-2] if attempt.n > 1 else None
@@ -311,7 +311,7 @@ class Supervisor(AttemptWatching):
         """The previous attempt's processes (and Ray) must be gone before the next starts."""
         if attempt.job:
             try:
-                await self.target.stop_job(JobHandle(**attempt.job), grace_seconds=5.0)
+                await self.target.stop_job(attempt.handle, grace_seconds=5.0)
             except TargetError as exc:
                 log.warning("cleanup of attempt %d: %s", attempt.n, exc)
 
@@ -355,7 +355,7 @@ class Supervisor(AttemptWatching):
         attempts = self.ctx.store.attempts(self.run_id)
         if attempts and attempts[-1].job and attempts[-1].status == "running":
             try:
-                await self.target.stop_job(JobHandle(**attempts[-1].job), grace_seconds=10.0)
+                await self.target.stop_job(attempts[-1].handle, grace_seconds=10.0)
             except TargetError as exc:
                 log.error("stop failed: %s", exc)
 

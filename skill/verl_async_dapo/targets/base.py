@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetGone, TargetUnavailable  # noqa: F401 - re-exported
+from verl_async_dapo.records import JobHandle
 
 MANAGED_LABEL = "io.verl-async-dapo.managed"
 HOST_TARGET_NAME = "host"  # the "no container" choice offered by list_containers
@@ -163,16 +164,6 @@ class CreateSpec:
     writable: tuple[str, ...] = ()  # container dirs training writes (checkpoints); every other mount is read-only
     env: Mapping[str, str] = field(default_factory=dict)  # non-secret env (proxy without passwords)
     network_mode: str = "host"
-
-
-@dataclass(frozen=True)
-class JobHandle:
-    """A detached job inside a target; everything needed to find it again after a restart."""
-
-    target: str  # container name, or "host"
-    job_dir: str  # holds pgid, rc, started
-    log_path: str
-    exec_id: str | None = None  # docker exec id while the daemon remembers it
 
 
 @dataclass(frozen=True)
