@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import posixpath
-import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -66,6 +63,14 @@ from verl_async_dapo.targets.ray.clusters import (
     normalise_address,
     resolve,
 )
+from verl_async_dapo.targets.ray.jobs import (
+    _SID_RE,
+    _check_no_secret_in,
+    _complete_lines,
+    _JobFile,
+    exit_code_of,
+    submission_id_for,
+)
 from verl_async_dapo.targets.ray.resources import ClusterResources, read_resources
 from verl_async_dapo.targets.ray.scripts import (
     WRITE_DATA_ENV,
@@ -75,12 +80,9 @@ from verl_async_dapo.targets.ray.scripts import (
     probe_entrypoint,
 )
 from verl_async_dapo.untrusted import quoted
-from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, has_credentials, looks_secret
 
 T = TypeVar("T")
 
-EXIT_STOPPED = 143  # what a TERMed process reports on the other targets
-EXIT_FAILED_UNKNOWN = 1
 STOP_WAIT_SECONDS = 10  # RAY_JOB_STOP_WAIT_TIME_S: TERM → KILL grace inside Ray, like the host's
 PROBE_POLL_SECONDS = 0.2
 PROBE_OVERHEAD_SECONDS = 60.0  # a probe job's own start (supervisor actor) on a busy cluster
@@ -92,50 +94,6 @@ MAX_WRITE = 64 << 10  # write_file data travels in one env var (Linux caps one a
 MAX_EXISTS_PATHS = 256
 METADATA_KEY = "verl-async-dapo"
 PGID_MARKER = "pgid"  # supervisor's "did the attempt start?" file, answered from the Jobs API
-
-_SID_PART_RE = re.compile(r"[^A-Za-z0-9_-]+")
-_SID_RE = re.compile(r"^vad-[A-Za-z0-9_-]{1,120}$")
-
-
-def submission_id_for(job_dir: str) -> str:
-    """Deterministic and readable: ``vad-<run>-<attempt>-<hash>`` (the hash keeps different dirs apart)."""
-    check_target_path(job_dir, "job_dir")
-    parts = [p for p in job_dir.rstrip("/").split("/") if p][-2:]
-    slug = _SID_PART_RE.sub("_", "-".join(parts))[:80].strip("_-") or "job"
-    digest = hashlib.sha256(job_dir.encode()).hexdigest()[:12]
-    return f"vad-{slug}-{digest}"
-
-
-@dataclass(frozen=True)
-class _JobFile:
-    """A path that names one of our jobs' files: its log (``is_log``) or its pgid marker."""
-
-    is_log: bool
-    info: JobInfo
-
-
-def exit_code_of(info: JobInfo) -> int | None:
-    if info.status == "SUCCEEDED":
-        return 0
-    if info.status == "STOPPED":
-        return EXIT_STOPPED
-    if info.status == "FAILED":
-        return info.driver_exit_code if info.driver_exit_code else EXIT_FAILED_UNKNOWN
-    return None
-
-
-def _complete_lines(data: bytes, start: int) -> int:
-    """End of the last complete line (``\\n`` or tqdm's ``\\r``) at or after ``start``."""
-    end = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
-    return end if end > start else start
-
-
-def _check_no_secret_in(entrypoint: str, env: Mapping[str, str]) -> None:
-    """Defence in depth: a secret-looking env value must never appear in the (logged) entrypoint."""
-    for name, value in env.items():
-        if (looks_secret(name) or has_credentials(value)) and len(value) >= MIN_SECRET_LENGTH and value in entrypoint:
-            raise InvalidTargetInput(f"refusing to submit: the value of {name} appears in the job's command line")
-
 
 class RayTarget(Target):
     """A Ray cluster reached through its dashboard (``ray:<name>``)."""
