@@ -28,6 +28,12 @@ def look_closer(kind: str, run_id: str | None) -> str:
     return f"verl-async-dapo errors {rid} (MCP: check_errors run_id={rid})".replace("  ", " ")
 
 
+def _duration(seconds: object) -> str:
+    """Seconds for short spans (a 60 s window read "1 min", a 2 s one "0 min"), minutes from two minutes up."""
+    value = float(seconds) if isinstance(seconds, int | float) else 0.0
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.0f} min"
+
+
 def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any] | None) -> Notice:
     """``event``: id, kind, level, message, run_id, data (an EventRow as a dict)."""
     kind, data, run_id = event["kind"], event.get("data") or {}, event.get("run_id")
@@ -53,14 +59,13 @@ def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any]
             parts.append("Try: " + "; ".join(str(t) for t in tips[:3]))
         text = "\n".join(parts)
     elif kind == "run_stalled":
-        minutes = (data.get("silent_seconds") or 0) / 60
         title = f"[verl] training stalled: {where}"
         util = data.get("gpu_util")
         evidence = f"; GPU utilisation {util}" if util else ""
         text = (
-            f"no new step and no log output for {minutes:.0f} min (window {data.get('window_seconds', 0) / 60:.0f} "
-            f"min) at step {data.get('step')}{evidence}. {data.get('action', '')}".strip()
-        )
+            f"no new step and no log output for {_duration(data.get('silent_seconds'))} (window "
+            f"{_duration(data.get('window_seconds'))}) at step {data.get('step')}{evidence}. {data.get('action', '')}"
+        ).strip()
     elif kind == "target_gone":
         title = f"[verl] target gone: {where}"
     elif kind == "relaunch_budget_exhausted":
