@@ -67,7 +67,8 @@ def _trace_line(res: Path, t0: float, progress: dict[str, Any]) -> dict[str, Any
 def _first_steps(res: Path) -> dict[str, float]:
     """Seconds after `start` when each attempt was first seen at a step >= 1 (poll resolution: 2 s)."""
     firsts: dict[str, float] = {}
-    for line in (res / "trace.jsonl").read_text().splitlines():
+    trace = res / "trace.jsonl"
+    for line in trace.read_text().splitlines() if trace.exists() else []:  # none when `start` refused
         row = json.loads(line)
         if (row.get("step") or 0) >= 1:
             firsts.setdefault(f"attempt{row.get('attempt')}", row["t"])
@@ -150,6 +151,7 @@ def cli(label: str, max_s: float, holder: list[str], sigstop: tuple[int, str] | 
         "host",
         "--features",
         os.environ.get("FEATURES", "no_flash_attn"),
+        *os.environ.get("START_EXTRA", "").split(),  # e.g. --skip-preflight, --apply-memory-fix (scenarios.sh)
         "--swanlab-mode",
         "local",
         timeout=300,

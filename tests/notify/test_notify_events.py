@@ -20,3 +20,13 @@ def test_short_stalls_are_told_in_seconds() -> None:
 
 def test_long_stalls_are_told_in_minutes() -> None:
     assert "for 22 min (window 20 min)" in _stalled(1300, 1200)
+
+
+def test_stopped_processes_are_named_in_the_notice() -> None:
+    # The evidence row of the SIGSTOPped trainer on the H200 (bench/gpu/results/hang), as evidence.collect keeps it.
+    event = {"kind": "run_stalled", "level": "warning", "message": "attempt 1: no output", "run_id": "run_x", "id": 1,
+             "data": {"attempt": 1, "silent_seconds": 60.2, "window_seconds": 60.0, "step": 5,
+                      "gpu_util": "GPU0 0 %, 2397 MiB/143771 MiB",
+                      "evidence": {"stopped_processes": ["2705 TNl 04:30 30.0 9000000 ray::WorkerDict"]}}}  # fmt: skip
+    text = render(event, "host", None).text
+    assert "GPU utilisation GPU0 0 %" in text and "stopped processes (state T): 2705 ray::WorkerDict" in text
