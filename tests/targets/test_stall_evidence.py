@@ -1,6 +1,7 @@
-"""The stall evidence on a real container and on this host, for the shape the H200 hang run showed: the process that
-hangs (Ray's ``ray::WorkerDict``, the trainer) runs in a session of its own under the job, so the job's process
-group alone does not hold it (bench/gpu/results/hang: the SIGSTOPped worker was missing from the evidence)."""
+"""The stall evidence on a real container and on this host: the process that hangs is a descendant outside the job's
+process group (Ray gives ``ray::WorkerDict``, the trainer, a group of its own; this test's child goes further, into a
+session of its own), stopped with SIGSTOP as on the H200 (bench/gpu/results/hang), where it was one row of 40 and
+py-spy dumped three other processes."""
 
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
 """The evidence bundle of a stalled attempt, read from its target: the log's last lines, GPU utilisation and
 memory (nvidia-smi), the job's processes, and ``py-spy dump`` of its Python processes when py-spy is there.
 
-"The job's processes" is its process group *and every descendant*: Ray starts its workers (``ray::WorkerDict``, the
-trainer) in sessions of their own under the raylet, so the group alone missed exactly the process that hung (seen on
-the H200: a SIGSTOPped ``ray::WorkerDict`` in its own group, absent from the evidence). Stopped processes (state T)
-are named on their own line, and the trainer's workers are dumped before the driver and Ray's daemons.
-
-Every command is a fixed argv (no shell string from user input) with a short timeout; a missing tool or a
-failing command becomes a line saying so, never an exception.
+"The job's processes" are its process group *and every descendant*: Ray gives its workers (``ray::WorkerDict``, the
+trainer) process groups of their own under the raylet, and a descendant may even start a session of its own. Stopped
+processes (state T) are named on their own line, and Python processes are dumped most telling first: stopped ones,
+then Ray's workers, then the driver. (On the H200 hang, bench/gpu/results/hang, the SIGSTOPped worker was one row of
+40, and the three py-spy dumps went to the driver, ``gcs_server`` — not Python, its path holds ``python3.12`` — and
+Ray's autoscaler monitor.)
 """
 
 from __future__ import annotations
