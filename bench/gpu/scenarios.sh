@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # On the GPU machine: start one scenario, detached (it outlives the device call), through the product.
-#   bash scenarios.sh healthy|oom|rollout
+#   bash scenarios.sh healthy|oom|rollout|rollout-fix|hang
 # healthy: tiny model, 6 steps, the MCP path (drive.py healthy-mcp).
 # oom:     the ~1B wide model (make_wide.py), 4 steps, checkpoint every 2; holder.py takes the GPU's free memory
 #          after checkpoint 2 once the step-3 rollout has ended, then leaves 50 GiB free for the relaunch.
-# rollout: tiny model, vLLM share 0.6 while holder.py holds 62 GiB from the start (vLLM refuses to start).
+# rollout: tiny model, vLLM share 0.6 while holder.py holds 62 GiB from the start (vLLM refuses to start); started
+#          with --skip-preflight, because preflight foresees it and refuses (that path is rollout-fix).
+# rollout-fix: the same, started with --apply-memory-fix: preflight's fix lowers the share before the first attempt.
+# hang:    tiny model, 10 steps; once step 4 shows, drive.py SIGSTOPs the trainer (ray::WorkerDict); the watchman's
+#          stall window is 60 s (VAD_STALL_MIN_SECONDS), VAD_STALL_RELAUNCH=1 stops and relaunches from global_step_4;
+#          notifications go to a webhook receiver on 127.0.0.1 (drive.py --webhook).
 # Results: /root/results/NAME (wait.sh packs them into $OUT).
 set -euo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
@@ -18,10 +23,22 @@ case $1 in
            args=(healthy-mcp healthy 560) ;;
   oom)     export MODEL_PATH=wide-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-oom
            args=(cli oom 1500 --holder after-ckpt "$VERL_HOME/checkpoints" 2 1.5 50 "$res/holder.log") ;;
-  rollout) export MODEL_PATH=tiny-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.6 VERL_ASYNC_DAPO_HOME=/root/vad-rollout
+  rollout) export MODEL_PATH=tiny-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.6 VERL_ASYNC_DAPO_HOME=/root/vad-rollout \
+             START_EXTRA=--skip-preflight
            args=(cli rollout 900 --holder static 62 900) ;;
+  rollout-fix) export MODEL_PATH=tiny-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.6 \
+             VERL_ASYNC_DAPO_HOME=/root/vad-rollout-fix START_EXTRA=--apply-memory-fix
+           args=(cli rollout-fix 900 --holder static 62 900) ;;
+  hang)    export MODEL_PATH=tiny-qwen TRAIN_STEPS=10 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-hang \
+             VAD_STALL_MIN_SECONDS=60 VAD_STALL_RELAUNCH=1
+           args=(cli hang 1500 --webhook --sigstop 4 'ray::WorkerDict') ;;
   *) echo "unknown scenario $1"; exit 2 ;;
 esac
+for _ in $(seq 30); do pgrep -f "$kit/drive.py" >/dev/null || break; sleep 1; done  # one that just wrote `done`
+if pgrep -f "$kit/drive.py" >/dev/null; then echo "a scenario is still running: wait.sh it first"; exit 3; fi
 rm -rf "$res" "$VERL_ASYNC_DAPO_HOME"; mkdir -p "$res"
+# What an earlier scenario left behind (Ray processes, stopped ones included), then a clean slate for this one.
+ps -eo pid,pgid,stat,etime,args | grep -E 'ray::|raylet|gcs_server|holder.py' | grep -v grep >"$res/leftovers.txt" || true
+ray stop --force >/dev/null 2>&1 || true
 setsid nohup python3 "$kit/drive.py" "${args[@]}" >"$res/drive.log" 2>&1 </dev/null &
 echo "started $1 (pid $!) at $(date +%T)"

@@ -101,9 +101,10 @@ def _tree(tree: Path, control: dict[str, object] | None) -> Path:
     return tree
 
 
-def _drive(tmp_path: Path, tree: Path, kind: str, label: str) -> list[dict[str, object]]:
-    env = _env(tmp_path, tree, label)
-    run = subprocess.run([sys.executable, str(GPU / "drive.py"), kind, label, "120"], env=env, cwd=tmp_path,
+def _drive(tmp_path: Path, tree: Path, kind: str, label: str, *extra: str,
+           env_extra: dict[str, str] | None = None) -> list[dict[str, object]]:  # fmt: skip
+    env = {**_env(tmp_path, tree, label), **(env_extra or {})}
+    run = subprocess.run([sys.executable, str(GPU / "drive.py"), kind, label, "120", *extra], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     res = tmp_path / "results" / label
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -133,3 +134,29 @@ def test_drive_cli_path_shows_oom_offload_and_resume(tmp_path: Path, host_verl_t
     assert [s["step"] for s in second["steps"]] == [3, 4]
     assert any(m.startswith("Resuming from") and m.endswith("global_step_2") for m in second["marks"])
     assert run["status"] == "succeeded"
+
+
+def test_drive_cli_path_sigstops_the_trainer_and_the_watchman_reports_and_relaunches(
+    tmp_path: Path, host_verl_tree: Path
+) -> None:
+    """The hang scenario's shape: SIGSTOP once step 4 shows, a stall window of 2 s, relaunch from the checkpoint."""
+    tree = _tree(host_verl_tree, {"step_seconds": 0.2})
+    stall = {"TRAIN_STEPS": "40", "STANDIN_STEP_SECONDS": "0.2", "VAD_STALL_MIN_SECONDS": "2",
+             "VAD_STALL_RELAUNCH": "1"}  # fmt: skip
+    # The trainer itself (not the launcher's shell, not the supervisor's `tail`), in this test's private tree only:
+    # no other test's stand-in can match.
+    pattern = f"^python3 -m recipe.dapo.main_dapo .*{tree}"
+    (run,) = _drive(tmp_path, tree, "cli", "hang", "--webhook", "--sigstop", "4", pattern, env_extra=stall)
+    res = tmp_path / "results" / "hang"
+    timing = json.loads((res / "timing.json").read_text())
+    assert timing["sigstop_pids"] and "main_dapo" in (res / "sigstop.txt").read_text()
+    first, second = run["attempts"]
+    assert first["error"]["category"] == "stalled" and first["status"] == "failed", first
+    assert second["status"] == "succeeded" and run["status"] == "succeeded"
+    last_before = max(s["step"] for s in first["steps"])
+    assert last_before >= 4 and second["steps"][0]["step"] > 2
+    assert any(m.startswith("Resuming from") for m in second["marks"]), second["marks"]
+    kinds = [e["kind"] for e in run["events"]]
+    assert "run_stalled" in kinds, kinds
+    posts = [json.loads(line) for line in (res / "webhook.jsonl").read_text().splitlines()]
+    assert any("stall" in p["body"].lower() for p in posts), posts  # the user heard of it without asking

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,3 +104,18 @@ def test_gpu_summary_reads_nvidia_smis_csv() -> None:
     csv = "0, 0 %, 139012 MiB, 143771 MiB\n1, 97 %, 120554 MiB, 143771 MiB\n"
     assert evidence.gpu_summary(csv) == "GPU0 0 %, 139012 MiB/143771 MiB; GPU1 97 %, 120554 MiB/143771 MiB"
     assert evidence.gpu_summary("NVIDIA-SMI has failed because it couldn't communicate with the driver") is None
+
+
+def test_the_evidence_log_lines_of_the_real_h200_hang_read_cleanly() -> None:
+    # The last 8 KiB of verl's log when the watchman flagged the SIGSTOPped trainer (bench/gpu/results/hang): Ray's
+    # colour codes and prefix-only lines made the excerpt in check_errors and the notice hard to read.
+    log = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "results" / "hang" / "attempt1.log"
+    raw = log.read_bytes()
+    marker = raw.index(b"*** SIGTERM received")  # what the log held before the watchman stopped the attempt
+    tail = raw[max(0, marker - evidence.LOG_TAIL_BYTES) : marker].decode("utf-8", errors="replace")
+    assert "\x1b[36m" in tail
+    lines = evidence.log_lines(tail)
+    assert lines and not any("\x1b" in line for line in lines)
+    assert all(line.split(")", 1)[-1].strip() for line in lines)  # no line that is only "(DAPOTaskRunner pid=N)"
+    assert lines[-2].startswith("(DAPOTaskRunner pid=") and " step:5 - " in lines[-2]
+    assert lines[-1].startswith("Training Progress:  50%|")

@@ -71,6 +71,15 @@ def test_fsdp_colocated_by_hand() -> None:
     assert est.trainer_at_rollout_start_gib * GIB == pytest.approx(23024640 * 4 / 2)
 
 
+def test_the_line_names_small_models_in_millions() -> None:
+    # SMALL is 23.0M parameters: it read "0.02B"; the H200 harness's 2-layer model (~0.4M) read "0.00B params".
+    assert estimate_memory(small()).line().startswith("23.0M params: trainer peak 2.3 GiB")
+    tiny = ModelShape.from_config({**QWEN25_05B, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                                   "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 384})  # fmt: skip
+    assert 1e5 < tiny.params < 1e7
+    assert f"{tiny.params / 1e6:.1f}M" == estimate_memory(small(shape=tiny)).line().split(" ", 1)[0]
+
+
 def test_fsdp_offload_and_recompute_by_hand() -> None:
     est = estimate_memory(small(offload=True, recompute=True))
     t = est.terms

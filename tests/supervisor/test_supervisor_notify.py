@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from docker.models.containers import Container
-from sv_helpers import Cli, proc_alive, wait_until, write_control
+from sv_helpers import Cli, cat, proc_alive, wait_until, write_control
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notify"))
 from notify_services import CANARY_SECRET, Services, services
@@ -141,6 +141,11 @@ def test_stall_relaunch_opt_in_resumes_from_the_checkpoint(cli: Cli, verl_docker
     assert first["supervisor_action"] == "stalled: relaunching from the last checkpoint"
     _wait_events(hook, cli, run_id, ["run_stalled", "oom_recovery"])
     assert hook.of("webhook")[1].json()["title"] == "[verl] stalled in attempt 1: relaunching (relaunch 1 of 2)"
+    # The stopped attempt prints as it dies (the stand-in, like Ray's driver, reports the SIGTERM): no recovery.
+    first_job = cli.attempts(run_id)[0].job or {}
+    assert "*** SIGTERM received" in cat(verl_docker, first_job["log_path"])
+    kinds = [e.kind for e in cli.store.events(run_id, limit=1000)]
+    assert "stall_cleared" not in kinds, kinds
 
 
 def test_a_supervisor_killed_with_a_pending_notification_neither_loses_nor_repeats_it(

@@ -103,6 +103,8 @@ def _stall_lines(stall: dict[str, Any] | None) -> list[str]:
     evidence = stall.get("evidence") or {}
     if stall.get("gpu_util"):
         lines.append(f"  GPUs: {stall['gpu_util']}")
+    for line in (evidence.get("stopped_processes") or [])[:4]:
+        lines.append(f"  stopped (state T: SIGSTOP or a debugger): {line}")
     for line in (evidence.get("processes") or [])[:8]:
         lines.append(f"  proc: {line}")
     if evidence.get("py_spy"):

@@ -172,7 +172,14 @@ class MemoryEstimate:
 
     def line(self) -> str:
         where = f"; peak per GPU {self.peak_per_gpu_gib:.1f} GiB ({self.phase})" if self.peak_per_gpu_gib else ""
-        return f"{self.params_billion:.2f}B params: trainer peak {self.trainer_peak_gib:.1f} GiB{where}"
+        return f"{_params(self.params_billion)} params: trainer peak {self.trainer_peak_gib:.1f} GiB{where}"
+
+
+def _params(billion: float) -> str:
+    """0.49B stays 0.49B; a tiny test model is 1.2M, not "0.00B" (the H200 harness's 2-layer model read so)."""
+    if billion >= 0.1:
+        return f"{billion:.2f}B"
+    return f"{billion * 1e3:.1f}M" if billion >= 1e-4 else f"{billion * 1e9:,.0f}"
 
 
 def _states(inp: EstimateInput) -> tuple[float, float, list[str]]:

@@ -28,6 +28,18 @@ def look_closer(kind: str, run_id: str | None) -> str:
     return f"verl-async-dapo errors {rid} (MCP: check_errors run_id={rid})".replace("  ", " ")
 
 
+def _duration(seconds: object) -> str:
+    """Seconds for short spans (a 60 s window read "1 min", a 2 s one "0 min"), minutes from two minutes up."""
+    value = float(seconds) if isinstance(seconds, int | float) else 0.0
+    return f"{value:.0f} s" if value < 120 else f"{value / 60:.0f} min"
+
+
+def _proc_name(ps_line: object) -> str:
+    """'2705 ray::WorkerDict' from an evidence row 'pid stat etime pcpu rss args'."""
+    cells = str(ps_line).split(None, 5)
+    return f"{cells[0]} {cells[5][:60]}" if len(cells) == 6 else str(ps_line)[:60]
+
+
 def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any] | None) -> Notice:
     """``event``: id, kind, level, message, run_id, data (an EventRow as a dict)."""
     kind, data, run_id = event["kind"], event.get("data") or {}, event.get("run_id")
@@ -53,14 +65,16 @@ def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any]
             parts.append("Try: " + "; ".join(str(t) for t in tips[:3]))
         text = "\n".join(parts)
     elif kind == "run_stalled":
-        minutes = (data.get("silent_seconds") or 0) / 60
         title = f"[verl] training stalled: {where}"
         util = data.get("gpu_util")
         evidence = f"; GPU utilisation {util}" if util else ""
+        stopped = (data.get("evidence") or {}).get("stopped_processes") or []
+        if stopped:  # the likeliest cause, named: someone or something stopped these (SIGSTOP, a debugger)
+            evidence += f"; stopped processes (state T): {', '.join(_proc_name(line) for line in stopped[:3])}"
         text = (
-            f"no new step and no log output for {minutes:.0f} min (window {data.get('window_seconds', 0) / 60:.0f} "
-            f"min) at step {data.get('step')}{evidence}. {data.get('action', '')}".strip()
-        )
+            f"no new step and no log output for {_duration(data.get('silent_seconds'))} (window "
+            f"{_duration(data.get('window_seconds'))}) at step {data.get('step')}{evidence}. {data.get('action', '')}"
+        ).strip()
     elif kind == "target_gone":
         title = f"[verl] target gone: {where}"
     elif kind == "relaunch_budget_exhausted":

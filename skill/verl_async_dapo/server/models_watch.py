@@ -62,5 +62,6 @@ class StallOut(_Out):
     detected_at: float | None = None
     action: str | None = None
     evidence: dict[str, str | list[str] | None] = Field(
-        {}, description="last_log_lines, nvidia_smi, processes, py_spy (stack dumps, or how to get py-spy)"
+        {}, description="last_log_lines, nvidia_smi, processes, stopped_processes (state T: SIGSTOP or a debugger), "
+        "py_spy (stack dumps, or how to get py-spy)",
     )

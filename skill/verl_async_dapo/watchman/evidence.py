@@ -1,14 +1,20 @@
 """The evidence bundle of a stalled attempt, read from its target: the log's last lines, GPU utilisation and
 memory (nvidia-smi), the job's processes, and ``py-spy dump`` of its Python processes when py-spy is there.
 
-Every command is a fixed argv (no shell string from user input) with a short timeout; a missing tool or a
-failing command becomes a line saying so, never an exception.
+"The job's processes" are its process group *and every descendant*: Ray gives its workers (``ray::WorkerDict``, the
+trainer) process groups of their own under the raylet, and a descendant may even start a session of its own. Stopped
+processes (state T) are named on their own line, and Python processes are dumped most telling first: stopped ones,
+then Ray's workers, then the driver. (On the H200 hang, bench/gpu/results/hang, the SIGSTOPped worker was one row of
+40, and the three py-spy dumps went to the driver, ``gcs_server`` — not Python, its path holds ``python3.12`` — and
+Ray's autoscaler monitor.)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from verl_async_dapo.logs.text import clean_line, split_lines, strip_ansi
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
 
 LOG_TAIL_BYTES = 8 << 10
@@ -16,6 +22,8 @@ LOG_LINES = 30
 MAX_DUMPS = 3
 PY_SPY_HINT = ("py-spy is not installed in the target: `pip install py-spy` there, then "
                "`py-spy dump --pid <trainer pid>` shows where each thread is stuck")  # fmt: skip
+PS_ARGV = ["ps", "-eo", "pid=,ppid=,pgid=,stat=,etime=,pcpu=,rss=,args="]
+MAX_PROCESSES = 40
 GPU_QUERY = ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader"]
 
 
@@ -37,11 +45,74 @@ def gpu_summary(nvidia_smi_csv: str) -> str | None:
     return "; ".join(parts) or None
 
 
+def log_lines(tail: str) -> list[str]:
+    """The log's last lines as a person reads them: no terminal colours, no lines that are only a Ray prefix.
+
+    Ray's prefix itself stays: in a hang, which process printed last is evidence.
+    """
+    lines = [strip_ansi(line).rstrip() for line in split_lines(tail)]
+    return [line for line in lines if clean_line(line).strip()][-LOG_LINES:]
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    stat: str
+    line: str  # "pid stat etime pcpu rss args", as the evidence shows it
+
+    @property
+    def args(self) -> str:
+        return self.line.split(None, 5)[5] if len(self.line.split(None, 5)) == 6 else ""
+
+    @property
+    def stopped(self) -> bool:
+        return self.stat.startswith("T")  # T: stopped by a signal (SIGSTOP, a debugger), t: by tracing
+
+    @property
+    def is_python(self) -> bool:
+        program = self.args.split(" ", 1)[0].rsplit("/", 1)[-1]  # not the path: Ray's raylet lives in …/python3.12/…
+        return program.startswith("python") or self.args.startswith("ray::")  # Ray workers retitle as ray::Class
+
+
+def parse_ps(text: str) -> list[Proc]:
+    """Rows of ``ps -eo pid=,ppid=,pgid=,stat=,etime=,pcpu=,rss=,args=`` (malformed rows are skipped)."""
+    procs = []
+    for row in text.splitlines():
+        cells = row.split(None, 7)
+        if len(cells) == 8 and all(c.isdigit() for c in cells[:3]):
+            pid, ppid, pgid = (int(c) for c in cells[:3])
+            procs.append(Proc(pid, ppid, pgid, cells[3], " ".join([cells[0], *cells[3:]])))
+    return procs
+
+
+def job_tree(procs: list[Proc], pgid: int) -> list[Proc]:
+    """The group's processes and all their descendants, in ps order (Ray workers leave the group, not the tree)."""
+    children: dict[int, list[int]] = {}
+    for proc in procs:
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    members = {proc.pid for proc in procs if proc.pgid == pgid}
+    todo = list(members)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in members:
+                members.add(child)
+                todo.append(child)
+    return [proc for proc in procs if proc.pid in members]
+
+
+def dump_order(tree: list[Proc]) -> list[int]:
+    """Python processes worth a py-spy dump, most telling first: stopped ones, Ray's workers, then the rest."""
+    python = [proc for proc in tree if proc.is_python]
+    return [p.pid for p in sorted(python, key=lambda p: (not p.stopped, not p.args.startswith("ray::")))]
+
+
 async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[str, Any]:
     bundle: dict[str, Any] = {}
     try:
         tail = (await target.read_tail(handle.log_path, LOG_TAIL_BYTES)).decode("utf-8", errors="replace")
-        bundle["last_log_lines"] = tail.replace("\r", "\n").splitlines()[-LOG_LINES:]
+        bundle["last_log_lines"] = log_lines(tail)
     except TargetError as exc:
         bundle["last_log_lines"] = [f"could not read the log: {exc}"]
     code, out = await _run(target, GPU_QUERY)
@@ -49,12 +120,16 @@ async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[s
     bundle["gpu_util"] = gpu_summary(out) if code == 0 else None
     pids: list[int] = []
     if pgid is not None:
-        code, out = await _run(target, ["ps", "-o", "pid=,stat=,etime=,pcpu=,rss=,args=", "-g", str(pgid)])
-        bundle["processes"] = out.splitlines()[:40] if code == 0 else [f"ps failed (exit {code}): {out[-300:]}"]
-        for line in bundle["processes"]:
-            cells = line.split(None, 5)
-            if len(cells) == 6 and cells[0].isdigit() and "python" in cells[5].split(" ", 1)[0]:
-                pids.append(int(cells[0]))
+        code, out = await _run(target, PS_ARGV)
+        if code == 0:
+            tree = job_tree(parse_ps(out), pgid)
+            bundle["processes"] = [proc.line for proc in tree][:MAX_PROCESSES]
+            stopped = [proc.line for proc in tree if proc.stopped]
+            if stopped:
+                bundle["stopped_processes"] = stopped[:10]
+            pids = dump_order(tree)
+        else:
+            bundle["processes"] = [f"ps failed (exit {code}): {out[-300:]}"]
     else:
         bundle["processes"] = ["the job's process group is unknown"]
     code, _ = await _run(target, ["py-spy", "--version"], timeout=10)
@@ -65,5 +140,5 @@ async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[s
         for pid in pids[:MAX_DUMPS]:
             code, out = await _run(target, ["py-spy", "dump", "--pid", str(pid)], timeout=30)
             dumps.append(f"--- py-spy dump --pid {pid} (exit {code}) ---\n{out[-4000:]}")
-        bundle["py_spy"] = "\n".join(dumps) or "no Python process found in the job's process group"
+        bundle["py_spy"] = "\n".join(dumps) or "no Python process found in the job's processes"
     return bundle

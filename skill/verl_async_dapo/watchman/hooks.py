@@ -62,7 +62,9 @@ class Watchman:
         if self._tracker is None:
             return
         snapshot = parser.snapshot()
-        if self._tracker.output(time.monotonic(), snapshot.step):
+        cleared = self._tracker.output(time.monotonic(), snapshot.step)
+        # A stalled attempt the watchman is stopping prints as it dies (Ray's shutdown lines): that is no recovery.
+        if cleared and self._attempt not in self._stall_stopped:
             self.ctx.store.add_event("info", "stall_cleared", f"attempt {self._attempt} is printing again",
                                      run_id=self.run_id, data={"attempt": self._attempt})  # fmt: skip
         self._maybe_progress_event(snapshot.step, snapshot)

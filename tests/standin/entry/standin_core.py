@@ -81,6 +81,7 @@ class Trainer:
         """Injected failures that fire at a step (0 = start-up, after the workers are "initialised")."""
         ctl, ray = self.ctl, self.ray
         if ctl.hang and step == ctl.fail_at_step:
+            signal.signal(signal.SIGTERM, _sigterm_like_ray)
             while True:  # stop making progress, like a stuck collective; only a signal ends this
                 time.sleep(3600)
         if step == ctl.fail_at_step:
@@ -338,3 +339,20 @@ class Trainer:
 def run(cfg: DictConfig, workflow: str, entry: str) -> None:
     """Entry point called from the stand-in's @hydra.main task function."""
     Trainer(cfg, workflow, entry).fit()
+
+
+def _sigterm_like_ray(signum: int, frame: object) -> None:
+    """What Ray's driver prints when SIGTERM ends a hung run (glog's failure handler), then dies of the signal.
+
+    verl 0.9.1 / Ray 2.60 on the H200, the driver blocked in ray.get (bench/gpu/results/hang/attempt1.log):
+    ``[2026-12-01 14:46:53,387 E 849 849] logging.cc:474: *** SIGTERM received at time=1796136413 on cpu 10 ***``
+    """
+    pid, now = os.getpid(), time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
+    head = f"[{stamp} E {pid} {pid}] logging.cc:474:"
+    sys.stdout.write(f"{head} *** SIGTERM received at time={int(now)} on cpu 0 ***\n"
+                     f"{head} PC: @     0x7f8affc98e51  (unknown)  (unknown)\n"
+                     f"{head}     @     0x7f8afd280b3f       1184  ray::core::GetRequest::Wait()\n")  # fmt: skip
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(pid, signal.SIGTERM)
