@@ -43,35 +43,17 @@ from verl_async_dapo.server.args import (
     SwanlabSave,
     TargetName,
 )
-from verl_async_dapo.server.models_watch import (
-    NotifyEventsArg as NotifyEventsArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyEveryArg as NotifyEveryArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyKindArg as NotifyKindArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyOut as NotifyOut,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySecretArg as NotifySecretArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySinkForm as NotifySinkForm,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySinkOut as NotifySinkOut,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyTestArg as NotifyTestArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyUrlArg as NotifyUrlArg,
-)
-from verl_async_dapo.server.models_watch import (
-    StallOut as StallOut,
+from verl_async_dapo.server.models_watch import (  # re-exported (__all__): callers use them as wire.*
+    NotifyEventsArg,
+    NotifyEveryArg,
+    NotifyKindArg,
+    NotifyOut,
+    NotifySecretArg,
+    NotifySinkForm,
+    NotifySinkOut,
+    NotifyTestArg,
+    NotifyUrlArg,
+    StallOut,
 )
 from verl_async_dapo.server.texts import INSTRUCTIONS, START_NEXT_STEP, START_PROMPT, log_resource_text
 
@@ -95,8 +77,18 @@ __all__ = [  # the names callers use as this module's attributes (moved, not ren
     "FeatureNames",
     "MountConfirmation",
     "NoProxy",
+    "NotifyEventsArg",
+    "NotifyEveryArg",
+    "NotifyKindArg",
+    "NotifyOut",
+    "NotifySecretArg",
+    "NotifySinkForm",
+    "NotifySinkOut",
+    "NotifyTestArg",
+    "NotifyUrlArg",
     "ProxyUrl",
     "RunId",
+    "StallOut",
     "StopConfirmation",
     "SwanlabHost",
     "SwanlabKey",

@@ -2,37 +2,6 @@
 
 from __future__ import annotations
 
-from verl_async_dapo.server.models_watch import (
-    NotifyEventsArg as NotifyEventsArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyEveryArg as NotifyEveryArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyKindArg as NotifyKindArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyOut as NotifyOut,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySecretArg as NotifySecretArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySinkForm as NotifySinkForm,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifySinkOut as NotifySinkOut,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyTestArg as NotifyTestArg,
-)
-from verl_async_dapo.server.models_watch import (
-    NotifyUrlArg as NotifyUrlArg,
-)
-from verl_async_dapo.server.models_watch import (
-    StallOut as StallOut,
-)
-
 # -- fixed texts ---------------------------------------------------------------------------
 
 INSTRUCTIONS = (
