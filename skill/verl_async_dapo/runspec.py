@@ -16,6 +16,7 @@ from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.policy import AttemptConfig, MemoryTweaks
 from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.status import AttemptStatus
 
 
 class RunSpec(BaseModel):
@@ -86,12 +87,12 @@ def relaunches_before(attempts: Sequence[Any], n: int) -> int:
     """Relaunches after failures before attempt ``n``, counted from the latest resume (a resumed run gets the
     whole MAX_OOM_RETRIES budget again); an attempt abandoned by a killed supervisor never ran and costs none."""
     first = max((a.n for a in attempts if a.n <= n and a.reason.startswith(RESUMED_REASON)), default=1)
-    return sum(first <= a.n < n and a.status != "abandoned" for a in attempts)
+    return sum(first <= a.n < n and a.status != AttemptStatus.ABANDONED for a in attempts)
 
 
 def resume_pending(last: Any, events: Iterable[Any]) -> bool:
     """A ``run_resumed`` event after the last attempt ended: the run continues with a new attempt."""
-    if last.status in ("launching", "running", "abandoned"):
+    if last.status in (AttemptStatus.LAUNCHING, AttemptStatus.RUNNING, AttemptStatus.ABANDONED):
         return False
     since = last.ended_at or last.started_at
     return any(e.kind == "run_resumed" and e.ts >= since for e in events)

@@ -17,6 +17,7 @@ import anyio
 from verl_async_dapo import watchdog
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
+from verl_async_dapo.status import RunStatus
 from verl_async_dapo.store import StoreBusy
 from verl_async_dapo.supervisor import Supervisor
 from verl_async_dapo.watchman.hooks import Watchman
@@ -74,7 +75,7 @@ def _supervise(ctx: AppContext, run_id: str) -> int:
     while True:
         try:
             row = ctx.store.run(run_id)
-            if row is None or row.status not in ("starting", "running", "retrying"):
+            if row is None or row.status not in (RunStatus.STARTING, RunStatus.RUNNING, RunStatus.RETRYING):
                 if row is not None and ctx.store.outbox_pending(run_id):  # an ended run's notifications still owed
                     anyio.run(Watchman.flush_only, ctx, run_id)
                 return 0

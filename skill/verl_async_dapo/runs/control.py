@@ -12,6 +12,7 @@ from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.formats import iso_time
 from verl_async_dapo.run_lock import supervisor_alive
 from verl_async_dapo.runs.supervision import heal, resolve_run, spawn_supervisor
+from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
 from verl_async_dapo.targets.base import TargetError
 from verl_async_dapo.targets.registry import get_target
@@ -31,7 +32,7 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
                 await get_target(run.target).stop_job(attempts[-1].handle)
             except TargetError as exc:  # e.g. its container was removed: the run must still be able to end
                 reason = f"stopped on request; could not reach the job: {ctx.scrub(str(exc))}"
-        if attempts and attempts[-1].status in ("launching", "running"):
+        if attempts and attempts[-1].status in (AttemptStatus.LAUNCHING, AttemptStatus.RUNNING):
             ctx.store.end_attempt(run.id, attempts[-1].n, "stopped")
         ctx.store.end_run(run.id, "stopped", final_reason=reason)
         ctx.store.add_event("info", "run_stopped", reason, run_id=run.id)

@@ -11,6 +11,7 @@ from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.records import ProgressReport
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.runspec import RunSpec
+from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
 from verl_async_dapo.targets.base import JobHandle, TargetError
 from verl_async_dapo.targets.registry import get_target
@@ -40,7 +41,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
     active = status in ACTIVE_RUN_STATUSES
     # Right after a restart the attempt may have ended while no supervisor watched, and the new one has not recorded
     # it yet. Never show that as running (issue 20): the job's own files say whether it still runs.
-    watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == "running"
+    watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == AttemptStatus.RUNNING
     if watched and current is not None and current.job and await _job_ended(current.handle):
         status = "finishing"
     stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,

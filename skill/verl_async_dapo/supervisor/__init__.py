@@ -37,6 +37,7 @@ from verl_async_dapo.runspec import (
     relaunches_before,
     resume_pending,
 )
+from verl_async_dapo.status import AttemptStatus, RunStatus
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.supervisor.watch import PROGRESS_WRITE_SECONDS, AttemptWatching
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
@@ -121,9 +122,9 @@ class Supervisor(AttemptWatching):
             resumed = ckpt.expected_step
             reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
             await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
-        elif last.status in ("launching", "running"):
+        elif last.status in (AttemptStatus.LAUNCHING, AttemptStatus.RUNNING):
             await self._reattach(last)  # may abandon it and launch the next one: the latest row is the one to watch
-        elif last.status == "abandoned":  # not a failure: it never ran, so the same config again, no retry used
+        elif last.status == AttemptStatus.ABANDONED:  # not a failure: it never ran, so the same config again, no retry used
             await self._relaunch_same(last, attempt_config_from_dict(last.config))
         elif await self._after_attempt(last) != "relaunched":  # continue the ladder where it stopped
             return None
@@ -135,11 +136,11 @@ class Supervisor(AttemptWatching):
 
     async def _after_attempt(self, attempt: AttemptRow) -> str:
         """Decide what follows a finished attempt: done, relaunch, or give up."""
-        if attempt.status == "succeeded":
+        if attempt.status == AttemptStatus.SUCCEEDED:
             return self._finish("succeeded", "training finished (exit code 0)", [])
         if self._stop_requested or self._stop_flag():
             return self._finish("stopped", "stopped on request", [])
-        if attempt.status == "rejected":
+        if attempt.status == AttemptStatus.REJECTED:
             return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
         category = ErrorCategory(attempt.error["category"]) if attempt.error else None
         config = attempt_config_from_dict(attempt.config)
@@ -329,7 +330,7 @@ class Supervisor(AttemptWatching):
     def _finish(self, status: str, reason: str, suggestions: list[str]) -> str:
         reason = self.ctx.scrub(reason)
         self.ctx.store.end_run(self.run_id, status, final_reason=reason, suggestions=suggestions)
-        level = "info" if status in ("succeeded", "stopped") else "error"
+        level = "info" if status in (RunStatus.SUCCEEDED, RunStatus.STOPPED) else "error"
         self.ctx.store.add_event(level, f"run_{status}", reason, run_id=self.run_id,
                                  data={"suggestions": suggestions})  # fmt: skip
         self.watchman.outbox.wake()
@@ -353,7 +354,7 @@ class Supervisor(AttemptWatching):
 
     async def _stop_current(self) -> None:
         attempts = self.ctx.store.attempts(self.run_id)
-        if attempts and attempts[-1].job and attempts[-1].status == "running":
+        if attempts and attempts[-1].job and attempts[-1].status == AttemptStatus.RUNNING:
             try:
                 await self.target.stop_job(attempts[-1].handle, grace_seconds=10.0)
             except TargetError as exc:

@@ -17,6 +17,7 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.outbox import Outbox
+from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
 from verl_async_dapo.watchman import budget, evidence
 from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker
@@ -89,7 +90,7 @@ class Watchman:
         except budget.BudgetConfigError as exc:
             log.warning("%s; no GPU-hour cap", exc)
             return None
-        spans = [(a.started_at, a.ended_at) for a in self.ctx.store.attempts(self.run_id) if a.status != "abandoned"]
+        spans = [(a.started_at, a.ended_at) for a in self.ctx.store.attempts(self.run_id) if a.status != AttemptStatus.ABANDONED]
         return budget.over_gpu_hours(budget.gpu_hours_used(spans, gpus, time.time()), cap)
 
     def budget_exhausted(self, n: int, category: ErrorCategory, reason: str, relaunches: int, cap: int) -> None:
