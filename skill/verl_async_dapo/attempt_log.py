@@ -23,6 +23,7 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.records import AttemptError
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
 
 READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
@@ -102,14 +103,13 @@ class ProgressWriter:
         return message
 
 
-def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> dict[str, Any] | None:
+def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> AttemptError | None:
     """What a failed attempt's log tail says, as stored on the attempt (None: no finding and a real exit code)."""
     found = classify(text).primary
     if found is not None:  # gpu_used_share: the room a raise of the rollout share may take (rollout_policy)
-        return {"category": found.category.value, "kind": found.kind, "line": found.line,
-                "excerpt": scrub(found.excerpt), "phase": found.phase,
-                "gpu_used_share": gpu_used_share(text)}  # fmt: skip
+        return AttemptError(category=found.category.value, kind=found.kind, line=found.line,
+                            excerpt=scrub(found.excerpt), phase=found.phase, gpu_used_share=gpu_used_share(text))  # fmt: skip
     if exit_code is None:
-        return {"category": ErrorCategory.WORKER_DIED.value, "kind": "no_exit_code", "line": None,
-                "excerpt": "the job vanished without recording an exit code (container restarted?)"}  # fmt: skip
+        return AttemptError(category=ErrorCategory.WORKER_DIED.value, kind="no_exit_code", line=None,
+                            excerpt="the job vanished without recording an exit code (container restarted?)")  # fmt: skip
     return None

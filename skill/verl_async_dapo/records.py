@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,21 @@ class ErrorReport(BaseModel):
     suggestions: list[str]
     stall: dict[str, Any] | None  # watchman.view.stall_state
     warnings: list[LiveFinding] = []  # read from the live log by check_errors_live only
+
+
+class AttemptError(BaseModel):
+    """What ended an attempt, stored on it: the classifier's primary finding (attempt_log.attempt_error), or one the
+    supervisor or the watchman words itself (kind plan_error, prelaunch_validation, launch_failed, target_gone,
+    no_exit_code, no_progress). The store serialises the fields that were set, so the stored JSON keeps its shape;
+    keys this record does not name (e.g. ``gpu_used_share``) are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    category: str  # categories.ErrorCategory value
+    kind: str | None = None
+    line: int | None = None  # 1-based, in the cleaned log text; None when the error is not from the log
+    excerpt: str | None = None  # scrubbed
+    phase: str | None = None  # the verl/Ray method it happened in, when the log names it
 
 
 class SupervisorDecision(BaseModel):

@@ -15,7 +15,14 @@ import pytest
 from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
-from verl_async_dapo.records import AttemptErrors, ErrorReport, JobHandle, ProgressReport, SupervisorDecision
+from verl_async_dapo.records import (
+    AttemptError,
+    AttemptErrors,
+    ErrorReport,
+    JobHandle,
+    ProgressReport,
+    SupervisorDecision,
+)
 from verl_async_dapo.targets import base as targets_base
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
@@ -187,6 +194,28 @@ def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_
     resumed = SupervisorDecision().model_copy(update={"checkpoint": {"expected_step": 0}})  # a stopped run resumed
     ctx.store.update_attempt(run_id, 1, decision=resumed)
     assert ctx.store.attempts(run_id)[0].decision == {"checkpoint": {"expected_step": 0}}
+
+
+def test_an_attempts_error_is_a_record_the_store_serialises_with_the_fields_set(ctx: AppContext) -> None:
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
+    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    # As attempt_log.attempt_error writes a classified OOM: a key the record does not name (gpu_used_share) stays.
+    error = AttemptError(category="gpu_oom", kind="torch_cuda_oom", line=1041, excerpt="CUDA out of memory",
+                         phase="actor_rollout_update_actor", gpu_used_share=0.88)  # fmt: skip
+    ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, error=error)
+    (attempt,) = ctx.store.attempts(run_id)
+    assert attempt.error == {"category": "gpu_oom", "kind": "torch_cuda_oom", "line": 1041,
+                             "excerpt": "CUDA out of memory", "phase": "actor_rollout_update_actor",
+                             "gpu_used_share": 0.88}  # the stored JSON: the fields that were set  # fmt: skip
+    assert attempt.attempt_error == error and attempt.attempt_error.model_extra == {"gpu_used_share": 0.88}
+    # One the supervisor words itself sets no phase: the stored JSON has none either.
+    ctx.store.add_attempt(run_id, 2, config={}, overrides=[], override_diff=[], reason="second")
+    ctx.store.end_attempt(run_id, 2, "rejected", error=AttemptError(category="config_error", kind="plan_error",
+                                                                   excerpt="bad", line=None))  # fmt: skip
+    assert ctx.store.attempts(run_id)[1].error == {"category": "config_error", "kind": "plan_error", "excerpt": "bad",
+                                                   "line": None}  # fmt: skip
+    report = runs.check_errors(ctx, run_id)
+    assert [(a.category, a.kind) for a in report.attempts] == [("gpu_oom", "torch_cuda_oom"), ("config_error", "plan_error")]
 
 
 async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_stored(ctx: AppContext) -> None:

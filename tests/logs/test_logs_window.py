@@ -46,15 +46,15 @@ async def test_the_cli_and_the_supervisor_classify_the_same_window_of_a_log(tmp_
     # The supervisor's path: the target's tail read of the window, then the attempt's error.
     tail = await HostTarget().read_tail(str(path), CLASSIFY_WINDOW_BYTES)
     supervisor = attempt_error(window_text(tail), 1, redact)
-    assert supervisor is not None and supervisor["category"] == "gpu_oom"
+    assert supervisor is not None and supervisor.category == "gpu_oom"
 
     env = {**os.environ, "VERL_ASYNC_DAPO_HOME": str(tmp_path / "state"),
            "VERL_ASYNC_DAPO_CONFIG_DIR": str(tmp_path / "config")}  # fmt: skip
     out = subprocess.run([sys.executable, "-m", "verl_async_dapo", "classify", "--json", str(path)],
                          capture_output=True, text=True, timeout=60, env=env, check=True)  # fmt: skip
     primary = json.loads(out.stdout)["primary"]
-    assert (primary["category"], primary["kind"]) == (supervisor["category"], supervisor["kind"])
-    assert primary["excerpt"] == supervisor["excerpt"]
+    assert (primary["category"], primary["kind"]) == (supervisor.category, supervisor.kind)
+    assert primary["excerpt"] == supervisor.excerpt
 
 
 def test_the_cli_classify_masks_the_secrets_the_context_holds(tmp_path: Path) -> None:

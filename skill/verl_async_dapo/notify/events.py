@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from verl_async_dapo.notify.formats import Notice
+from verl_async_dapo.records import AttemptError
 
 ERROR_EVENTS = frozenset({
     "oom_recovery", "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted", "supervisor_error",
@@ -40,7 +41,7 @@ def _proc_name(ps_line: object) -> str:
     return f"{cells[0]} {cells[5][:60]}" if len(cells) == 6 else str(ps_line)[:60]
 
 
-def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any] | None) -> Notice:
+def render(event: dict[str, Any], target: str | None, last_error: AttemptError | None) -> Notice:
     """``event``: id, kind, level, message, run_id, data (an EventRow as a dict)."""
     kind, data, run_id = event["kind"], event.get("data") or {}, event.get("run_id")
     where = f"run {run_id} on {target}" if target else f"run {run_id}"
@@ -58,8 +59,8 @@ def render(event: dict[str, Any], target: str | None, last_error: dict[str, Any]
     elif kind == "run_failed":
         title = f"[verl] training failed: {where}"
         parts = [event["message"]]
-        if last_error and last_error.get("excerpt"):
-            parts.append("Log: " + str(last_error["excerpt"])[-600:])
+        if last_error and last_error.excerpt:
+            parts.append("Log: " + last_error.excerpt[-600:])
         tips = data.get("suggestions") or []
         if tips:
             parts.append("Try: " + "; ".join(str(t) for t in tips[:3]))

@@ -94,7 +94,7 @@ class Outbox:
             return 0
         run = store.run(self.run_id)
         attempts = store.attempts(self.run_id)
-        last_error = next((a.error for a in reversed(attempts) if a.error), None)
+        last_error = next((a.attempt_error for a in reversed(attempts) if a.error), None)
         notice = render(asdict(event), run.target if run else None, last_error)
         notice = replace(notice, text=self.ctx.scrub(notice.text), title=self.ctx.scrub(notice.title))
         try:

@@ -26,19 +26,19 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
             if e.kind == "resume_lost" and e.data}  # fmt: skip
     attempts = ctx.store.attempts(run.id)
     for attempt in attempts:
-        error = attempt.error
+        error = attempt.attempt_error
         decided = attempt.supervisor_decision
-        info = CATEGORY_INFO[ErrorCategory(error["category"])] if error else None
+        info = CATEGORY_INFO[ErrorCategory(error.category)] if error else None
         items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
             "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
             "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
             "plan_notes": attempt.config.get("plan_notes", []),
             "reason_started": attempt.reason,
-            "category": error["category"] if error else None, "kind": error.get("kind") if error else None,
-            "excerpt": ctx.scrub(error["excerpt"]) if error and error.get("excerpt") else None,
+            "category": error.category if error else None, "kind": error.kind if error else None,
+            "excerpt": ctx.scrub(error.excerpt) if error and error.excerpt else None,
             "explanation": info.explanation if info else None,
-            "fix": policy.fix_text(ErrorCategory(error["category"]), error.get("kind")) if error else None,
+            "fix": policy.fix_text(ErrorCategory(error.category), error.kind) if error else None,
             "supervisor_action": decided.reason if decided else None,
             "changes_next_attempt": decided.changes if decided else [],
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),

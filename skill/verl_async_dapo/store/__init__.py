@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
-from verl_async_dapo.records import JobHandle, SupervisorDecision
+from verl_async_dapo.records import AttemptError, JobHandle, SupervisorDecision
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
 from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 from verl_async_dapo.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql
@@ -67,6 +67,11 @@ class AttemptRow:
     def handle(self) -> JobHandle | None:
         """``job`` as its record (None until the attempt's job was started)."""
         return None if self.job is None else JobHandle(**self.job)
+
+    @property
+    def attempt_error(self) -> AttemptError | None:
+        """``error`` as its record (None: the attempt recorded no error)."""
+        return None if self.error is None else AttemptError.model_validate(self.error)
 
     @property
     def supervisor_decision(self) -> SupervisorDecision | None:
@@ -274,8 +279,9 @@ class Store(OutboxStore):
             raise ValueError(f"not attempt fields: {sorted(unknown)}")
         if isinstance(fields.get("job"), JobHandle):
             fields["job"] = dataclasses.asdict(fields["job"])
-        if isinstance(fields.get("decision"), SupervisorDecision):  # its set fields: the record's stored shape
-            fields["decision"] = fields["decision"].model_dump(mode="json", exclude_unset=True)
+        for name in ("decision", "error"):  # a record's set fields: its stored shape
+            if isinstance(fields.get(name), SupervisorDecision | AttemptError):
+                fields[name] = fields[name].model_dump(mode="json", exclude_unset=True)
         encoded = {
             k: _dumps(v) if k in {"job", "error", "decision"} and v is not None else v for k, v in fields.items()
         }

@@ -28,7 +28,7 @@ from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
-from verl_async_dapo.records import SupervisorDecision
+from verl_async_dapo.records import AttemptError, SupervisorDecision
 from verl_async_dapo.runspec import (
     RESUMED_REASON,
     RunSpec,
@@ -142,11 +142,11 @@ class Supervisor(AttemptWatching):
             return self._finish("stopped", "stopped on request", [])
         if attempt.status == AttemptStatus.REJECTED:
             return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
-        category = ErrorCategory(attempt.error["category"]) if attempt.error else None
+        error = attempt.attempt_error
+        category = ErrorCategory(error.category) if error else None
         config = attempt_config_from_dict(attempt.config)
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
         relaunches = relaunches_before(self.ctx.store.attempts(self.run_id), attempt.n)
-        error = attempt.error or {}
 
         def decide_from(current: AttemptConfig) -> policy.Decision:
             if category is ErrorCategory.STALLED:  # stopped by the watchman (opt-in): same budget as OOM recovery
@@ -155,7 +155,8 @@ class Supervisor(AttemptWatching):
             return policy.decide(
                 current, category, relaunches_so_far=relaunches, max_retries=self.settings.max_oom_retries,
                 base_gpu_memory_utilization=self.settings.gpu_memory_utilization,
-                kind=error.get("kind"), evidence=error.get("excerpt"), gpu_used_share=error.get("gpu_used_share"),
+                kind=error.kind if error else None, evidence=error.excerpt if error else None,
+                gpu_used_share=(error.model_extra or {}).get("gpu_used_share") if error else None,
             )  # fmt: skip
 
         decision = decide_from(config)
@@ -202,8 +203,8 @@ class Supervisor(AttemptWatching):
         except PlanError as exc:  # e.g. a tweak the plan refuses: fail the run once, never crash-loop on it
             self.ctx.store.add_attempt(self.run_id, n, config=attempt_config_to_dict(config), overrides=[],
                                        override_diff=[], reason=reason)  # fmt: skip
-            error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "plan_error",
-                     "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
+            error = AttemptError(category=ErrorCategory.CONFIG_ERROR.value, kind="plan_error",
+                                 excerpt=self.ctx.scrub(str(exc))[:2000], line=None)  # fmt: skip
             self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
             self._finish("failed", f"cannot plan attempt {n}: {self.ctx.scrub(str(exc))}",
                          ["fix the parameter named above; nothing was launched"])  # fmt: skip
@@ -218,8 +219,8 @@ class Supervisor(AttemptWatching):
         entry = plan.entry
         result = await self._validations.result(entry, plan.overrides)
         if not result.ok:
-            error = {"category": ErrorCategory.CONFIG_ERROR.value, "kind": "prelaunch_validation",
-                     "excerpt": self.ctx.scrub(result.error or "")[:2000], "line": None}  # fmt: skip
+            error = AttemptError(category=ErrorCategory.CONFIG_ERROR.value, kind="prelaunch_validation",
+                                 excerpt=self.ctx.scrub(result.error or "")[:2000], line=None)  # fmt: skip
             self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
             self._finish("failed", "verl rejected the overrides before launch: " + (result.error or "")[:500],
                          ["fix the named key (see check_errors); nothing was launched"])  # fmt: skip
@@ -235,8 +236,8 @@ class Supervisor(AttemptWatching):
                 log_path=log_path,
             )  # fmt: skip
         except TargetError as exc:
-            error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "launch_failed",
-                     "excerpt": self.ctx.scrub(str(exc))[:2000], "line": None}  # fmt: skip
+            error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="launch_failed",
+                                 excerpt=self.ctx.scrub(str(exc))[:2000], line=None)  # fmt: skip
             self.ctx.store.end_attempt(self.run_id, n, "failed", error=error)
             self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
             return None

@@ -16,6 +16,7 @@ from verl_async_dapo.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
 from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.records import AttemptError
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
 
@@ -78,12 +79,12 @@ class AttemptWatching:
         self._unsaved = None
         self.watchman.attempt_ended()
         if self._target_gone is not None:
-            error = {"category": ErrorCategory.ENVIRONMENT.value, "kind": "target_gone", "line": None,
-                     "excerpt": self.ctx.scrub(self._target_gone)}  # fmt: skip
+            error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="target_gone", line=None,
+                                 excerpt=self.ctx.scrub(self._target_gone))  # fmt: skip
             status_name = "stopped" if self._stop_flag() else "failed"
             self.ctx.store.end_attempt(self.run_id, attempt.n, status_name, error=error)
             if status_name == "failed":
-                self.watchman.target_gone(attempt.n, error["excerpt"])
+                self.watchman.target_gone(attempt.n, error.excerpt or "")
             return
         if not tail:
             await self._read_tail_into(handle, tail)

@@ -17,6 +17,7 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.outbox import Outbox
+from verl_async_dapo.records import AttemptError
 from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.targets.base import JobHandle, Target, TargetError
 from verl_async_dapo.watchman import budget, evidence
@@ -74,14 +75,14 @@ class Watchman:
         """The job is gone: nothing left to stall until the next attempt starts."""
         self._tracker = None
 
-    def stalled_error(self, n: int) -> dict[str, Any] | None:
+    def stalled_error(self, n: int) -> AttemptError | None:
         """The error of attempt ``n`` when the watchman stopped it for a stall (None otherwise)."""
         data = self._stall_stopped.get(n)
         if data is None:
             return None
         lines = data.get("evidence", {}).get("last_log_lines", [])
-        return {"category": ErrorCategory.STALLED.value, "kind": "no_progress", "line": None, "phase": None,
-                "excerpt": self.ctx.scrub("\n".join(lines[-20:]))[:2000]}  # fmt: skip
+        return AttemptError(category=ErrorCategory.STALLED.value, kind="no_progress", line=None, phase=None,
+                            excerpt=self.ctx.scrub("\n".join(lines[-20:]))[:2000])  # fmt: skip
 
     def gpu_hours_refusal(self, gpus: int) -> str | None:
         """Why the next relaunch must not happen under VAD_MAX_GPU_HOURS (None: it may)."""
