@@ -58,6 +58,9 @@ FIX_BY_KIND: dict[str, str] = {
     "vllm_startup_memory": "less GPU memory was free at engine start than the share asks for (other processes or "
     "the colocated trainer hold it): relaunch with rollout.gpu_memory_utilization lowered to what was free "
     f"(at least −{UTIL_STEP:g}, not below {UTIL_MIN:g}); free the GPU if it keeps failing",
+    "vllm_sleep_memory_grew": "another process allocated memory on the rollout's GPU while vLLM slept (the GPU is "
+    f"shared): relaunch with a lower rollout.gpu_memory_utilization (−{UTIL_STEP:g}, not below {UTIL_MIN:g}) to "
+    "leave it room; better, give the run GPUs of its own (preflight names the processes that hold memory)",
 }
 FIX_LOWER = (
     f"relaunch with a lower rollout.gpu_memory_utilization (−{UTIL_STEP:g}, not below {UTIL_MIN:g}), "
@@ -140,7 +143,8 @@ def rollout_oom_step(
     if wanted is not None and wanted >= UTIL_MIN and wanted < high and (low is None or wanted > low):
         new = replace(tweaks, rollout_gpu_memory_utilization=wanted, rollout_util_ceiling=high)
         return replace(current, tweaks=new), (f"rollout gpu_memory_utilization {util:g} → {wanted:g} (lowered)",)
-    if kind != "vllm_startup_memory" and not tweaks.rollout_enforce_eager:  # graphs don't matter before start
+    # Graphs don't matter before the engine starts, nor to memory another process takes while the engine sleeps.
+    if kind not in ("vllm_startup_memory", "vllm_sleep_memory_grew") and not tweaks.rollout_enforce_eager:
         new = replace(tweaks, rollout_enforce_eager=True, rollout_util_ceiling=high)
         return replace(current, tweaks=new), ("rollout enforce_eager (no CUDA graphs)",)
     return None

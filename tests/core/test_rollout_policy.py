@@ -22,6 +22,7 @@ KINDS = (
     "vllm_max_len",
     "sglang_memory",
     "vllm_startup_memory",
+    "vllm_sleep_memory_grew",
     "vllm_wake_up",
     "torch_cuda_oom",
     "vllm_sampler_warmup",
@@ -101,6 +102,19 @@ def test_the_real_h200_startup_log_gets_the_lowering_fix() -> None:
     assert found is not None and (found.category, found.kind) == (ErrorCategory.ROLLOUT_OOM, "vllm_startup_memory")
     d = _decide(AttemptConfig(features=FeatureSet()), found.kind, evidence=found.excerpt)
     assert _util(d.next_config) == 0.5
+
+
+def test_the_real_h200_sleep_failure_under_a_shared_gpu_lowers_the_share() -> None:
+    # The H200 harness's first OOM try: another process took memory while vLLM slept; it read `unknown` (no relaunch).
+    log = Path(__file__).resolve().parents[1] / "logs" / "corpus" / "rollout_oom__vllm_sleep_memory_grew__h200_holder_during_sleep.log"
+    found = classify(log.read_text(encoding="utf-8")).primary
+    assert found is not None and (found.category, found.kind) == (ErrorCategory.ROLLOUT_OOM, "vllm_sleep_memory_grew")
+    lowered = _decide(AttemptConfig(features=FeatureSet()), found.kind, base=0.6, evidence=found.excerpt)
+    assert lowered.relaunch and _util(lowered.next_config) == 0.5
+    # At the floor (the harness ran at 0.3) eager mode would not help: the user is told to free the GPU instead.
+    floor = _decide(AttemptConfig(features=FeatureSet()), found.kind, base=UTIL_MIN, evidence=found.excerpt)
+    assert not floor.relaunch and floor.next_config is None
+    assert "shared" in fix_text(ErrorCategory.ROLLOUT_OOM, "vllm_sleep_memory_grew")
 
 
 def test_a_raise_stays_in_the_room_the_gpu_has() -> None:

@@ -245,6 +245,15 @@ RULES: tuple[Rule, ...] = (
         "less than desired GPU memory utilization",
         r"Free memory on device .* less than desired GPU memory utilization",
     ),
+    # verl puts vLLM to sleep before each actor update; vLLM checks that freeing its memory lowered the device's
+    # usage. Another process allocating on the same GPU in that window fails the check (H200 harness run,
+    # bench/gpu/results/oom-try1): memory pressure on the rollout's GPU, so the rollout share is what to lower.
+    _rule(
+        C.ROLLOUT_OOM,
+        "vllm_sleep_memory_grew",
+        "Memory usage increased after sleeping",
+        r"Memory usage increased after sleeping",
+    ),
     _rule(
         C.ROLLOUT_OOM,
         "sglang_memory",
