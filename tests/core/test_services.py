@@ -7,12 +7,14 @@ These are the functions both faces call; the MCP tests (tests/mcp) check the ren
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from verl_async_dapo import flow, runs, sessions
+from verl_async_dapo import flow, run_lock, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 from verl_async_dapo.records import (
@@ -42,6 +44,18 @@ def _db_text(ctx: AppContext) -> str:
         return "\n".join(repr(row) for t in tables for row in con.execute(f'SELECT * FROM "{t}"'))  # noqa: S608
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def _supervised(ctx: AppContext, run_id: str) -> Iterator[None]:
+    """Hold the run's supervisor lock, as its live supervisor would: the services' heal then leaves the run alone
+    (an active run without one gets a detached supervisor, which for these specless runs crash-looped ~70 s)."""
+    lock = run_lock.try_lock(run_lock.lock_path(ctx, run_id))
+    assert lock is not None
+    try:
+        yield
+    finally:
+        lock.close()
 
 
 async def test_the_questions_are_answered_in_order_and_each_answer_moves_the_session_on(ctx: AppContext) -> None:
@@ -154,7 +168,8 @@ async def test_check_errors_returns_a_typed_report_that_the_faces_render(ctx: Ap
     ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, decision={"reason": "relaunched", "changes": ["b=2"]},
                           error={"category": "gpu_oom", "kind": "torch_cuda_oom", "line": 9, "excerpt": "OOM"})
     ctx.store.add_attempt(run_id, 2, config={}, overrides=[], override_diff=["b=2"], reason="after OOM")
-    report = await runs.check_errors_live(ctx, run_id)
+    with _supervised(ctx, run_id):
+        report = await runs.check_errors_live(ctx, run_id)
     assert isinstance(report, ErrorReport) and all(isinstance(a, AttemptErrors) for a in report.attempts)
     first, second = report.attempts
     assert (first.category, first.kind, first.fix is not None) == ("gpu_oom", "torch_cuda_oom", True)
@@ -190,7 +205,8 @@ def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_
     (attempt,) = ctx.store.attempts(run_id)
     assert isinstance(attempt.supervisor_decision, SupervisorDecision)
     assert attempt.supervisor_decision.checkpoint == {"expected_step": 4}
-    assert runs.check_errors(ctx, run_id).attempts[0].changes_next_attempt == ["+offload"]
+    with _supervised(ctx, run_id):
+        assert runs.check_errors(ctx, run_id).attempts[0].changes_next_attempt == ["+offload"]
     resumed = SupervisorDecision().model_copy(update={"checkpoint": {"expected_step": 0}})  # a stopped run resumed
     ctx.store.update_attempt(run_id, 1, decision=resumed)
     assert ctx.store.attempts(run_id)[0].decision == {"checkpoint": {"expected_step": 0}}
@@ -214,7 +230,8 @@ def test_an_attempts_error_is_a_record_the_store_serialises_with_the_fields_set(
                                                                    excerpt="bad", line=None))  # fmt: skip
     assert ctx.store.attempts(run_id)[1].error == {"category": "config_error", "kind": "plan_error", "excerpt": "bad",
                                                    "line": None}  # fmt: skip
-    report = runs.check_errors(ctx, run_id)
+    with _supervised(ctx, run_id):
+        report = runs.check_errors(ctx, run_id)
     assert [(a.category, a.kind) for a in report.attempts] == [("gpu_oom", "torch_cuda_oom"), ("config_error", "plan_error")]
 
 
