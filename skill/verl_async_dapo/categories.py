@@ -24,6 +24,8 @@ class ErrorCategory(str, Enum):
     UNKNOWN = "unknown"
     # Not found in a log but in its absence: no output for the stall window (watchman/stall.py).
     STALLED = "stalled"
+    # Not found in a log but in the batch scheduler's final job state (targets/slurm/states.py).
+    SCHEDULER_KILL = "scheduler_kill"
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,13 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
         "a stuck collective, a dead rollout worker, a deadlocked data loader).",
         "read the evidence in check_errors (GPU utilisation, py-spy stacks); stop and relaunch from the last "
         "checkpoint, or set VAD_STALL_RELAUNCH=1 to let the supervisor do it",
+        False,
+    ),
+    ErrorCategory.SCHEDULER_KILL: CategoryInfo(
+        "The batch scheduler (SLURM) ended the job, not the training: its time limit, a preemption, a failed node "
+        "or a cancel from outside this tool.",
+        "requeue from the last checkpoint (resume_training / `verl-async-dapo resume`); for a time limit, ask for a "
+        "longer one (slurm_time_limit, up to the partition's MaxTime) or checkpoint more often (save_freq)",
         False,
     ),
 }
