@@ -3,15 +3,15 @@
 What only the scheduler knows (a partition that does not exist, GPUs a partition lacks, an account it refuses, a
 time limit over the partition's MaxTime) is asked of it with ``sbatch --test-only``: the refusal quotes its own
 words. Whether the time limit leaves room for one checkpoint is decided here from the options' estimates
-(targets/slurm/options.py). The GPU count is the job's (nodes x GPUs per node), not what nvidia-smi on the login
+(slurm_options.py). The GPU count is the job's (nodes x GPUs per node), not what nvidia-smi on the login
 node shows.
 """
 
 from __future__ import annotations
 
 from verl_async_dapo.settings import TrainingSettings
+from verl_async_dapo.slurm_options import options_from_settings, time_limit_problem
 from verl_async_dapo.targets.slurm import SlurmTarget
-from verl_async_dapo.targets.slurm.options import options_from_settings, time_limit_problem
 from verl_async_dapo.wording import Say, Text, setting
 
 # (name, status, detail, fix): preflight turns these into its Check lines.

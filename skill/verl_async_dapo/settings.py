@@ -87,7 +87,7 @@ class TrainingSettings(BaseSettings):
     reward_fn_name: str = Field("compute_score", validation_alias=AliasChoices("REWARD_FN_NAME", "reward_fn_name"))
     prompt_key: str = Field("prompt", validation_alias=AliasChoices("PROMPT_KEY", "prompt_key"))
     reward_fn_key: str | None = Field(None, validation_alias=AliasChoices("REWARD_FN_KEY", "reward_fn_key"))
-    # The SLURM target's batch-job parameters (targets/slurm/options.py checks them; the other targets ignore them).
+    # The SLURM target's batch-job parameters (slurm_options.py checks them; the other targets ignore them).
     # VAD_ names: SLURM's own SLURM_* / SBATCH_* variables mean something else to sbatch.
     slurm_partition: str | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_PARTITION", "slurm_partition"))
     slurm_account: str | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_ACCOUNT", "slurm_account"))
@@ -121,7 +121,7 @@ class TrainingSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _slurm_options(self) -> TrainingSettings:
-        from verl_async_dapo.targets.slurm.options import options_from_settings
+        from verl_async_dapo.slurm_options import options_from_settings
 
         options_from_settings(self)  # raises SlurmOptionError (a ValueError) naming the parameter and the rule
         return self

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from verl_async_dapo.slurm_options import options_from_settings
 from verl_async_dapo.targets.base import (
     HOST_TARGET_NAME,
     ContainerInfo,
@@ -17,7 +18,6 @@ from verl_async_dapo.targets.ray.clusters import is_ray_target
 from verl_async_dapo.targets.ray.discovery import find_ray_cluster, list_ray_clusters
 from verl_async_dapo.targets.slurm import SlurmTarget, is_slurm_target
 from verl_async_dapo.targets.slurm.discovery import find_slurm, list_slurm
-from verl_async_dapo.targets.slurm.options import options_from_settings
 
 if TYPE_CHECKING:
     from verl_async_dapo.settings import TrainingSettings

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import anyio
 
+from verl_async_dapo.slurm_options import SlurmOptions, job_name_for
 from verl_async_dapo.targets.base import (
     FOLLOW_DEFAULT_BYTES,
     CommandResult,
@@ -46,7 +47,6 @@ from verl_async_dapo.targets.base import (
     parse_rc,
 )
 from verl_async_dapo.targets.host import HostTarget
-from verl_async_dapo.targets.slurm.options import SlurmOptions, job_name_for
 from verl_async_dapo.targets.slurm.script import (
     BATCH_SCRIPT,
     START_RAY_ENV,

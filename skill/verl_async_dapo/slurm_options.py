@@ -1,4 +1,5 @@
-"""The SLURM run parameters: their validation and the sbatch command line they become (pure: no I/O).
+"""The SLURM target's run parameters: their validation and the sbatch command line they become (pure core: no
+I/O; settings.py validates with it, targets/slurm/ submits with it).
 
 Every value here reaches sbatch as one argv element (``--partition=gpu``), never as shell text: the batch script
 is a fixed file (targets/slurm/script.py). Extra ``#SBATCH`` lines are accepted only in the form
