@@ -132,8 +132,15 @@ node_ready() {
 }
 
 wait_ready() {
-    local deadline=$((SECONDS + SLURM_WAIT_SECONDS))
+    local deadline=$((SECONDS + SLURM_WAIT_SECONDS)) resumed=0 state
     until node_ready; do
+        state=$(sinfo -h -p "$PARTITION" -o '%t' 2>/dev/null | head -n 1) || state=
+        if [[ $resumed -eq 0 && ($state == down* || $state == drain*) ]]; then
+            # Left DOWN by an earlier slurmd that stopped (this script restarted it): put it back in service.
+            log "node is $state: scontrol update State=RESUME"
+            scontrol update NodeName="$(hostname -s)" State=RESUME >&2 || true
+            resumed=1
+        fi
         if ((SECONDS > deadline)); then
             log "sinfo says: $(sinfo 2>&1 | tr '\n' ' ')"
             tail -n 20 "$LOGS/slurmctld.log" "$LOGS/slurmd.log" >&2 2>/dev/null || true
@@ -141,7 +148,6 @@ wait_ready() {
         fi
         sleep 0.5
     done
-    # A node that was DOWN (slurmd restarted) may need a nudge; harmless when it is idle.
 }
 
 if node_ready; then

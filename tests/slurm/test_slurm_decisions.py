@@ -81,7 +81,9 @@ def test_job_names_are_stable_per_attempt_dir_and_distinct() -> None:
 def test_squeue_sacct_and_sinfo_outputs() -> None:
     assert states.parse_squeue("PENDING|BeginTime\n") == states.JobState("PENDING", "BeginTime")
     assert states.parse_squeue("") is None
-    assert states.parse_sacct("CANCELLED by 0|0:15|None\n") == states.JobState("CANCELLED", None, 0)
+    # "0:15": no exit status, killed by signal 15 (a cancel) -- never read as a success.
+    assert states.parse_sacct("CANCELLED by 0|0:15|None\n") == states.JobState("CANCELLED", None, 143)
+    assert (states.exit_code_of("0:0"), states.exit_code_of("1:0"), states.exit_code_of("0:9")) == (0, 1, 137)
     assert states.parse_sacct("FAILED|1:0|NonZeroExitCode") == states.JobState("FAILED", "NonZeroExitCode", 1)
     assert states.parse_job_id("1234\n") == "1234" and states.parse_job_id("1234;cluster") == "1234"
     assert states.parse_job_id("sbatch: error: x") is None

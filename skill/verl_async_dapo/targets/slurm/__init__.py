@@ -57,6 +57,7 @@ from verl_async_dapo.targets.slurm.script import (
 from verl_async_dapo.targets.slurm.states import (
     JobState,
     check_job_id,
+    exit_code_of,
     parse_job_id,
     parse_sacct,
     parse_squeue,
@@ -211,8 +212,7 @@ class SlurmTarget(HostTarget):
         res = await self.slurm(["scontrol", "show", "job", "-o", job_id], timeout=30)
         for word in res.stdout.split() if res.exit_code == 0 else []:
             if word.startswith("ExitCode="):
-                code = word.removeprefix("ExitCode=").split(":", 1)[0]
-                return int(code) if code.isdigit() else None
+                return exit_code_of(word.removeprefix("ExitCode="))
         return None
 
     async def job_status(self, handle: JobHandle) -> JobStatus:
@@ -229,6 +229,8 @@ class SlurmTarget(HostTarget):
             code = await self._scontrol_exit_code(job_id)
         if code is None and state.state == "COMPLETED":
             code = 0
+        if code == 0 and rc is None and state.state != "COMPLETED":  # e.g. "0:15" of a cancel: never a success
+            code = None
         return JobStatus(running=False, exit_code=code, pgid=None, scheduler_state=state.state)
 
     async def stop_job(self, handle: JobHandle, *, grace_seconds: float = 10.0) -> None:

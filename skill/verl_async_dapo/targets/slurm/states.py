@@ -54,6 +54,14 @@ def check_job_id(job_id: str) -> str:
     return job_id
 
 
+def exit_code_of(text: str) -> int | None:
+    """SLURM's ``ExitCode=N:S`` (exit status N, or killed by signal S) as a shell would report it: N, or 128+S."""
+    code, _, signal = text.strip().partition(":")
+    if signal.isdigit() and int(signal):
+        return 128 + int(signal)
+    return int(code) if code.isdigit() else None
+
+
 def _state_word(text: str) -> str:
     # sacct prints "CANCELLED by 0"; squeue prints the bare name.
     return text.strip().split(" ", 1)[0].upper()
@@ -74,9 +82,9 @@ def parse_sacct(stdout: str) -> JobState | None:
         fields = line.strip().split("|")
         if not fields or not fields[0]:
             continue
-        code = fields[1].split(":", 1)[0] if len(fields) > 1 else ""
+        code = exit_code_of(fields[1]) if len(fields) > 1 else None
         reason = fields[2].strip() if len(fields) > 2 and fields[2].strip() not in ("", "None") else None
-        return JobState(_state_word(fields[0]), reason, int(code) if code.isdigit() else None)
+        return JobState(_state_word(fields[0]), reason, code)
     return None
 
 
