@@ -17,6 +17,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from verl_async_dapo.exceptions import SlurmOptionError  # raised here; importable from here too
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 # sbatch --time: "minutes", "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes",
 # "days-hours:minutes:seconds" (sbatch(1)).
@@ -36,10 +38,6 @@ MAX_GPUS_PER_NODE = 64
 # and save_freq steps (34-41 s a step for DAPO Qwen3-8B on 8 H200s, tests/logs/real); rounded up as defaults.
 DEFAULT_STARTUP_SECONDS = 300.0
 DEFAULT_STEP_SECONDS = 60.0
-
-
-class SlurmOptionError(ValueError):
-    """A SLURM run parameter that cannot be used; the message names the parameter and the rule."""
 
 
 def check_name(value: str, what: str) -> str:

@@ -181,3 +181,26 @@ def test_records_round_trip_the_way_bash_reads_them(tmp_path: Path) -> None:
                            "sh", str(tmp_path / "argv")], capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
     count, shown = done.stdout.split("\n", 1)
     assert int(count) == len(argv) and shown == "".join(f"<{a}>" for a in argv)
+
+
+def _plan_overrides(target_kind: str, **values: object) -> list[str]:
+    from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
+
+    s = settings_with_values(values)
+    plan = preview(settings=s, sources={}, features=features_answer(s.feature_choice()), proxy_values={},
+                   swanlab=None, target=(target_kind, target_kind), verl_version=DEFAULT_PLAN_VERSION)  # fmt: skip
+    return [o for o in plan["overrides"] if o.startswith(("trainer.nnodes=", "trainer.n_gpus_per_node="))]
+
+
+def test_several_slurm_nodes_become_verls_nnodes_on_the_slurm_target_only() -> None:
+    assert _plan_overrides("slurm", slurm_nodes=2, trainer_gpus=4, rollout_gpus=4) == [
+        "trainer.nnodes=2", "trainer.n_gpus_per_node=4"]  # fmt: skip
+    # The same parameter in the server's environment must not make a host run plan two nodes.
+    assert _plan_overrides("host", slurm_nodes=2, trainer_gpus=4, rollout_gpus=4) == [
+        "trainer.nnodes=1", "trainer.n_gpus_per_node=8"]  # fmt: skip
+    from verl_async_dapo.exceptions import PlanError
+
+    with pytest.raises(PlanError, match="split evenly"):
+        _plan_overrides("slurm", slurm_nodes=3, trainer_gpus=2, rollout_gpus=2)
+    with pytest.raises(PlanError, match="one_step_off_policy across several SLURM nodes"):
+        _plan_overrides("slurm", slurm_nodes=2, mode="one_step_off_policy", trainer_gpus=2, rollout_gpus=2)
