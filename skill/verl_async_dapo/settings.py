@@ -106,6 +106,7 @@ class TrainingSettings(BaseSettings):
     slurm_step_seconds: float | None = Field(
         None, gt=0, le=86400, validation_alias=AliasChoices("VAD_SLURM_STEP_SECONDS", "slurm_step_seconds")
     )
+    slurm_start_ray: bool | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_START_RAY", "slurm_start_ray"))
     # The user's own Hydra overrides, applied last (verl/user_overrides.py checks them). From the
     # environment: EXTRA_OVERRIDES, split like a shell would split it (no shell runs).
     extra_overrides: Annotated[tuple[str, ...], NoDecode] = Field(

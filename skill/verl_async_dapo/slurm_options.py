@@ -89,6 +89,7 @@ class SlurmOptions:
     extra_lines: tuple[str, ...] = field(default=())
     startup_seconds: float = DEFAULT_STARTUP_SECONDS
     step_seconds: float = DEFAULT_STEP_SECONDS
+    ray: bool | None = None  # start Ray across the allocation; None = only for several nodes
 
     def __post_init__(self) -> None:
         if self.partition is not None:
@@ -101,6 +102,8 @@ class SlurmOptions:
             raise SlurmOptionError(f"slurm_gpus_per_node must be 0..{MAX_GPUS_PER_NODE}, not {self.gpus_per_node!r}")
         if self.time_limit is not None:
             time_limit_seconds(self.time_limit)
+        if self.ray is False and self.nodes > 1:
+            raise SlurmOptionError("slurm_start_ray=false needs slurm_nodes=1: several nodes only meet through Ray")
         if len(self.extra_lines) > MAX_LINES:
             raise SlurmOptionError(f"at most {MAX_LINES} extra #SBATCH lines")
         for line in self.extra_lines:
@@ -108,9 +111,10 @@ class SlurmOptions:
 
     @property
     def start_ray(self) -> bool:
-        """Ray is started across the allocation only for several nodes; on one node verl's ray.init starts its own,
-        as on the host target."""
-        return self.nodes > 1
+        """Ray is started across the allocation for several nodes; on one node, by default, verl's ray.init starts
+        its own as on the host target (``ray=True``: ours, which counts the allocation's CPUs and GPUs rather than
+        the machine's)."""
+        return self.ray if self.ray is not None else self.nodes > 1
 
     def argv(self, *, job_name: str, log_path: str, cwd: str, script: str, job_dir: str,
              test_only: bool = False) -> list[str]:  # fmt: skip
@@ -187,4 +191,5 @@ def options_from_settings(settings: object) -> SlurmOptions:
         gpus_per_node=gpus, time_limit=getattr(s, "slurm_time_limit", None),
         extra_lines=tuple(getattr(s, "slurm_sbatch_lines", ()) or ()),
         startup_seconds=getattr(s, "slurm_startup_seconds", None), step_seconds=getattr(s, "slurm_step_seconds", None),
+        ray=getattr(s, "slurm_start_ray", None),
     )  # fmt: skip

@@ -62,6 +62,9 @@ def test_settings_refuse_bad_slurm_parameters_naming_them() -> None:
     ok = settings_with_values({"slurm_nodes": 2, "trainer_gpus": 4, "rollout_gpus": 4, "slurm_time_limit": "4:00:00"})
     opts = so.options_from_settings(ok)
     assert (opts.nodes, opts.gpus_per_node, opts.start_ray) == (2, 4, True)  # 8 GPUs over 2 nodes; Ray across them
+    assert so.options_from_settings(settings_with_values({"slurm_start_ray": True})).start_ray  # one node, our Ray
+    with pytest.raises(ParamError, match="slurm_start_ray=false needs slurm_nodes=1"):
+        settings_with_values({"slurm_nodes": 2, "slurm_start_ray": False})
 
 
 def test_a_time_limit_shorter_than_one_checkpoint_interval_is_a_problem() -> None:
@@ -161,7 +164,7 @@ def test_the_batch_script_follows_verls_ray_on_slurm_steps_in_order() -> None:
         position = found.end()
     # Ray is started across the allocation only for several nodes (one node: verl's ray.init, as on the host).
     assert so.SlurmOptions(nodes=1).start_ray is False and so.SlurmOptions(nodes=3).start_ray is True
-    assert 'if [[ ${VAD_SLURM_START_RAY:-0} == 1 ]]' in script.BATCH_SCRIPT
+    assert 'if [[ ${VAD_SLURM_JOB_RAY:-0} == 1 ]]' in script.BATCH_SCRIPT
 
 
 def test_the_batch_script_is_shellcheck_clean(tmp_path: Path) -> None:

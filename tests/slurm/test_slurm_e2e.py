@@ -10,14 +10,22 @@ limits every 30 s, so it ends 60-90 s later; the other tests run meanwhile.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from sv_helpers import Cli, checkpoint_dir, prepare_host_tree
+
+from harness.fixtures import unavailable
+from verl_async_dapo.slurm_options import SlurmOptions
+from verl_async_dapo.targets.slurm import SlurmTarget
 
 TIME_LIMIT_DEADLINE_S = 200.0  # 60 s limit + 30 s slurmctld's check period + KillWait, with headroom on 2 cores
 
@@ -104,6 +112,37 @@ def test_an_unknown_partition_is_refused_before_submission(cli: Cli, slurm_tree:
     assert proc.returncode != 0
     assert "Invalid partition name specified" in proc.stdout + proc.stderr  # sbatch --test-only's own words
     assert cli.store.runs(10) == []  # nothing was started, nothing submitted
+
+
+async def test_ray_is_started_across_the_allocation_and_the_trainer_joins_it(slurm_partition: str,
+                                                                             tmp_path: Path) -> None:  # fmt: skip
+    """The multi-node branch of the batch script (head via srun, workers via srun, wait, RAY_ADDRESS, then the
+    trainer), on this one node with slurm_start_ray=true and the real Ray of tests/ray/ensure_ray.sh."""
+    ray_cli = os.environ.get("VERL_ASYNC_DAPO_TEST_RAY")
+    if not ray_cli:
+        unavailable("VERL_ASYNC_DAPO_TEST_RAY is not set (tests/run.sh sets it: tests/ray/ensure_ray.sh)")
+    ray_bin = str(Path(ray_cli).parent)
+    job_dir = tmp_path / "attempt-1"
+    target = SlurmTarget(SlurmOptions(ray=True, extra_lines=("#SBATCH --cpus-per-task=2",)))
+    probe = "import os, ray; ray.init(); print('JOINED', os.environ['RAY_ADDRESS'], int(ray.cluster_resources()['CPU']))"
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = f"{ray_bin}:{old_path}"  # the submitting environment: the job's `ray` and python3
+    try:
+        handle = await target.start_detached([f"{ray_bin}/python3", "-c", probe], env={}, cwd=str(tmp_path),
+                                             job_dir=str(job_dir), log_path=str(job_dir / "train.log"))  # fmt: skip
+    finally:
+        os.environ["PATH"] = old_path
+    deadline = time.monotonic() + 150
+    while (status := await target.job_status(handle)).running:
+        assert time.monotonic() < deadline, (job_dir / "train.log").read_text()[-3000:]
+        await anyio.sleep(1)
+    log = (job_dir / "train.log").read_text()
+    assert status.exit_code == 0, log[-3000:]
+    order = ["[verl-async-dapo] started:", "[verl-async-dapo] starting the Ray head on",
+             "[verl-async-dapo] Ray is up on 1 node(s)", "Connecting to existing Ray cluster", "JOINED"]  # fmt: skip
+    positions = [log.find(mark) for mark in order]
+    assert -1 not in positions and positions == sorted(positions), list(zip(order, positions, strict=True))
+    assert "JOINED 127.0.0.1:6379 2" in log or re.search(r"JOINED [0-9.]+:6379 2\b", log)  # the allocation's 2 CPUs
 
 
 def test_a_time_limit_kill_is_a_scheduler_kill(time_limit_run: tuple[Cli, str]) -> None:

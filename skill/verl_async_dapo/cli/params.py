@@ -51,6 +51,8 @@ FLAGS: tuple[tuple[str, type, str], ...] = (
     ("slurm_time_limit", str, "SLURM target: --time, e.g. 04:00:00 (VAD_SLURM_TIME, the partition's)"),
     ("slurm_startup_seconds", float, "SLURM target: estimated start-up seconds (VAD_SLURM_STARTUP_SECONDS, 300)"),
     ("slurm_step_seconds", float, "SLURM target: estimated seconds a step (VAD_SLURM_STEP_SECONDS, 60)"),
+    ("slurm_start_ray", str, "SLURM target: true/false, start Ray across the job's nodes (VAD_SLURM_START_RAY; "
+     "default only for several nodes)"),
 )
 # mode and framework are flags of their own (with choices); the features have --features.
 OTHER_FIELDS = ("mode", "framework", "extra_overrides", "slurm_sbatch_lines")

@@ -98,6 +98,9 @@ SlurmStartupSecondsArg = Annotated[float | None, Field(gt=0, le=86400, descripti
                                                        "it refuses a time limit too short for one checkpoint")]  # fmt: skip
 SlurmStepSecondsArg = Annotated[float | None, Field(gt=0, le=86400, description="SLURM target: estimated seconds a "
                                                     "training step (default 60)")]  # fmt: skip
+SlurmStartRayArg = Annotated[bool | None, Field(description="SLURM target: start a Ray cluster across the job's nodes "
+                                                "(head on the first, workers via srun). Default VAD_SLURM_START_RAY, "
+                                                "else only for several nodes (one node: verl's own ray.init)")]  # fmt: skip
 OomStepArg = Annotated[int, Field(ge=0, le=10, description="Show the plan after this many GPU-OOM recoveries")]
 
 # Argument name → TrainingSettings field.
@@ -110,7 +113,7 @@ ARGUMENT_FIELDS: dict[str, str] = {
         "save_freq", "ckpt_dir", "project_name", "experiment_name", "max_oom_retries", "actor_tp", "actor_pp",
         "actor_cp", "actor_ep", "ulysses_sp", "reward_fn_path", "reward_fn_name", "prompt_key", "reward_fn_key",
         "slurm_partition", "slurm_account", "slurm_nodes", "slurm_gpus_per_node", "slurm_time_limit",
-        "slurm_sbatch_lines", "slurm_startup_seconds", "slurm_step_seconds",
+        "slurm_sbatch_lines", "slurm_startup_seconds", "slurm_step_seconds", "slurm_start_ray",
     )
 } | {"overrides": "extra_overrides"}  # fmt: skip
 # Set by the features question (choose_features), not per call.

@@ -67,6 +67,7 @@ async def start_training(
     slurm_sbatch_lines: sp.SlurmSbatchLinesArg = None,
     slurm_startup_seconds: sp.SlurmStartupSecondsArg = None,
     slurm_step_seconds: sp.SlurmStepSecondsArg = None,
+    slurm_start_ray: sp.SlurmStartRayArg = None,
     overrides: sp.OverridesArg = None,
     apply_memory_fix: wire.ApplyMemoryFixArg = False,
 ) -> wire.StartOut:
@@ -130,6 +131,7 @@ async def plan_training(
     slurm_sbatch_lines: sp.SlurmSbatchLinesArg = None,
     slurm_startup_seconds: sp.SlurmStartupSecondsArg = None,
     slurm_step_seconds: sp.SlurmStepSecondsArg = None,
+    slurm_start_ray: sp.SlurmStartRayArg = None,
     overrides: sp.OverridesArg = None,
     oom_step: sp.OomStepArg = 0,
 ) -> sp.PlanOut:

@@ -5,9 +5,9 @@ which holds, written by the target with mode 0600 in a 0700 directory:
 
 * ``argv``: the training command, NUL-separated (the launch plan's argv, exactly as the other targets run it);
 * ``env``:  ``NAME=value`` records, NUL-separated: the plan's environment, the secret environment and the
-  script's own switches (``VAD_SLURM_START_RAY``, ``VAD_SLURM_RAY_PORT``, ``VAD_SLURM_RAY_WAIT``). The script
-  checks each name, exports it and deletes the file (secrets never reach sbatch's command line or the job's
-  record in slurmctld).
+  script's switch ``VAD_SLURM_JOB_RAY`` (1: start Ray across the allocation). The script checks each name,
+  exports it and deletes the file (secrets never reach sbatch's command line or the job's record in slurmctld).
+  ``VAD_SLURM_RAY_PORT`` (6379) and ``VAD_SLURM_RAY_WAIT`` (300 s) may come from the submitting environment.
 
 It follows verl's own recipe (examples/tutorial/slurm/ray_on_slurm.slurm): node names from
 ``scontrol show hostnames``; for several nodes the Ray head on the first node via ``srun``, a worker on each other
@@ -60,7 +60,7 @@ fi
 head_node=${nodes[0]}
 echo "[verl-async-dapo] started: SLURM job $SLURM_JOB_ID on $node_count node(s): ${nodes[*]}"
 
-if [[ ${VAD_SLURM_START_RAY:-0} == 1 ]]; then
+if [[ ${VAD_SLURM_JOB_RAY:-0} == 1 ]]; then
     # Step 2: the head node's address (the first IPv4 one when it prints several).
     head_ip=$(srun --overlap --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)
     read -r -a addresses <<<"$head_ip"
@@ -108,7 +108,7 @@ exit "$rc"
 """
 
 # The script's own switches, passed in the env file beside the plan's environment.
-START_RAY_ENV = "VAD_SLURM_START_RAY"
+START_RAY_ENV = "VAD_SLURM_JOB_RAY"
 RAY_PORT_ENV = "VAD_SLURM_RAY_PORT"
 RAY_WAIT_ENV = "VAD_SLURM_RAY_WAIT"
 
