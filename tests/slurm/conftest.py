@@ -5,10 +5,13 @@ tests/slurm/ensure_slurm.sh), the verl stand-in (tests/standin) as the only doub
 ``slurm_partition``  session   str: the test partition (no GPUs); skipped without root/SLURM, failed with CI=true
 ``slurm_tree``       function  Path: a stand-in verl tree under tmp_path with the model/data paths preflight checks
 ``cli``              function  sv_helpers.Cli with an isolated state dir; runs it left active are stopped at the end
+``time_limit_run``   session   (Cli, run id): a run with a one-minute time limit, started by the first module that
+                               asks for it (every module that needs SLURM does); test_slurm_time_limit.py checks it
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -52,3 +55,21 @@ def cli(tmp_path: Path, slurm_partition: str) -> Iterator[Cli]:
         client.stop_all()
     finally:
         client.store.close()
+
+
+@pytest.fixture(scope="session")
+def time_limit_run(slurm_partition: str, _host_tree_templates: Callable[[str], Path],
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:  # fmt: skip
+    base = tmp_path_factory.mktemp("slurm-time-limit")
+    tree = base / "verl"
+    shutil.copytree(_host_tree_templates("0.9.1"), tree)
+    prepare_host_tree(tree, {"step_seconds": 2.0})  # 500 steps of 2 s: far past a one-minute limit
+    cli = Cli.isolated(base / "vad-home")
+    cli.set(VERL_HOME=tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=500, SAVE_FREQ=2)
+    started = cli.start("slurm", "--slurm-gpus-per-node", "0", "--slurm-time-limit", "1",
+                        "--slurm-startup-seconds", "5", "--slurm-step-seconds", "2")  # 5 + 2 x 2 s < 60 s: accepted
+    yield cli, started["run_id"]
+    try:
+        cli.stop_all()
+    finally:
+        cli.store.close()
