@@ -105,8 +105,10 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
     ErrorCategory.SCHEDULER_KILL: CategoryInfo(
         "The batch scheduler (SLURM) ended the job, not the training: its time limit, a preemption, a failed node "
         "or a cancel from outside this tool.",
-        "requeue from the last checkpoint (resume_training / `verl-async-dapo resume`); for a time limit, ask for a "
-        "longer one (slurm_time_limit, up to the partition's MaxTime) or checkpoint more often (save_freq)",
+        "requeue from the last checkpoint (resume_training / `verl-async-dapo resume`: a new job, same parameters); "
+        "for a time limit, a longer one (a new start_training with a longer slurm_time_limit, up to the partition's "
+        "MaxTime, and ckpt_dir = this run's checkpoint directory resumes from it) or checkpoint more often "
+        "(save_freq)",
         False,
     ),
 }
