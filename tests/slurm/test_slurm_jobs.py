@@ -102,9 +102,11 @@ async def test_a_pending_job_is_queued_not_stalled_and_scancel_ends_it(slurm_par
         await anyio.sleep(1.2)
         await watchman._check_stall()  # silent past the window, but PENDING: a phase, not a hang
         assert "run_stalled" not in [e.kind for e in ctx.store.events(run_id)]
+        assert (job_dir / "env").exists()  # pending: the job has not read its environment yet
         await target.stop_job(handle, grace_seconds=0)  # scancel
         status = await target.job_status(handle)
         assert (status.running, status.scheduler_state) == (False, "CANCELLED")
+        assert not (job_dir / "env").exists()  # never started, so the target deletes what the script would have
         await anyio.sleep(1.2)
         await watchman._check_stall()  # the same silence of a job that is not queued is reported
         assert "run_stalled" in [e.kind for e in ctx.store.events(run_id)]

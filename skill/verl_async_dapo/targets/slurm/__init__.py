@@ -173,7 +173,7 @@ class SlurmTarget(HostTarget):
                                                  job_dir=job_dir))  # fmt: skip
         job_id = parse_job_id(res.stdout) if res.exit_code == 0 else None
         if job_id is None:
-            Path(job_dir, "env").unlink(missing_ok=True)  # the secrets have no job to go to
+            _forget_secrets(job_dir)  # the secrets have no job to go to
             raise TargetError(f"sbatch refused the job: {sbatch_words(res.stderr or res.stdout) or res.exit_code}")
         for marker in (JOB_ID_FILE, PGID_MARKER):
             _write(posixpath.join(job_dir, marker), f"{job_id}\n".encode(), 0o600)
@@ -183,7 +183,8 @@ class SlurmTarget(HostTarget):
         recorded = _read_job_id(job_dir)
         if recorded is not None:
             return recorded
-        res = await self.slurm(["squeue", "-h", "--name", name, "-o", "%i"], timeout=30)
+        # -t all: a job that already ended (the supervisor died right after sbatch) is still this attempt's job.
+        res = await self.slurm(["squeue", "-h", "-t", "all", "--name", name, "-o", "%i"], timeout=30)
         found = [ln.strip() for ln in res.stdout.splitlines() if ln.strip().isdigit()] if res.exit_code == 0 else []
         return found[0] if found else None
 
@@ -220,10 +221,12 @@ class SlurmTarget(HostTarget):
         rc = parse_rc(_read_small(posixpath.join(handle.job_dir, "rc")))
         state = await self.job_state(job_id)
         if state is None:  # forgotten by slurmctld and no accounting: the rc file is all there is
+            _forget_secrets(handle.job_dir)
             return JobStatus(running=False, exit_code=rc, pgid=None)
         if state.active and not (rc is not None and state.state == "COMPLETING"):
             return JobStatus(running=True, exit_code=None, pgid=None, queued=state.queued,
                              scheduler_state=state.state)  # fmt: skip
+        _forget_secrets(handle.job_dir)  # a job cancelled while pending never read (and deleted) its env file
         code = rc if rc is not None else state.exit_code
         if code is None and state.state not in ("COMPLETING", "COMPLETED"):
             code = await self._scontrol_exit_code(job_id)
@@ -286,6 +289,10 @@ def _write(path: str, data: bytes, mode: int) -> None:
         f.write(data)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+def _forget_secrets(job_dir: str) -> None:
+    Path(job_dir, "env").unlink(missing_ok=True)
 
 
 def _read_small(path: str) -> bytes | None:
