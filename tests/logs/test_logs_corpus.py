@@ -231,9 +231,11 @@ def test_a_tracker_failing_mid_run_is_a_non_fatal_tracking_finding() -> None:
 
 
 def test_a_launcher_timestamp_before_each_line_does_not_hide_the_error() -> None:
+    # The traceback stops in verl's reward manager: a reward-function error, read through the timestamps.
     primary = classify(_text("unknown__python_exception__reward_fn_data_source_timestamped")).primary
     assert primary is not None
-    assert (primary.kind, primary.detail) == ("python_exception", "NotImplementedError")
+    assert (primary.category, primary.kind) == (ErrorCategory.REWARD_ERROR, "reward_fn_raised")
+    assert primary.detail is not None and primary.detail.endswith("reward_manager/naive.py:__call__")
 
 
 def test_a_worker_dying_itself_is_still_the_failure_when_it_prints_it() -> None:
