@@ -31,6 +31,9 @@ HOSTILE = (
     "Traceback (most recent call last): " * 300,
     "ray::WorkerDict." + "m" * 5000 + "()",
     "EZ9999" * 1000,
+    "x" * 4000 + " is not the path to a directory containing",
+    "Reward" * 700 + " got an unexpected keyword argument",
+    "AttributeError" + ".a" * 2000 + " has no attribute",
     "\x1b]" + "o" * 5000,
 )
 

@@ -74,7 +74,7 @@ TYPE_RULES: tuple[Rule, ...] = (
         C.MISSING_FILE,
         "model_files_missing",
         ("not the path to a directory containing", "No config file found"),
-        r"(?P<detail>\S+) is not the path to a directory containing a [\w.]+ file|No config file found\b",
+        r"(?P<detail>\S{1,300}) is not the path to a directory containing a [\w.]{1,40} file|No config file found\b",
     ),
     make_rule(
         C.MISSING_FILE,
@@ -274,6 +274,6 @@ TYPE_RULES: tuple[Rule, ...] = (
         C.REWARD_ERROR,
         "reward_signature",
         "got an unexpected keyword argument",
-        r"(?P<detail>\w*Reward\w*\.__init__|compute_score)\(\) got an unexpected keyword argument",
+        r"(?P<detail>\w{0,60}Reward\w{0,60}\.__init__|compute_score)\(\) got an unexpected keyword argument",
     ),
 )
