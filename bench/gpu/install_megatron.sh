@@ -16,6 +16,12 @@ read -r rc secs <$B/done
 echo "TE build: rc $rc, $secs s"
 if [[ $rc != 0 ]]; then grep -iE 'error|fatal' $B/build.log | head -n 40; tail -n 30 $B/build.log; exit 5; fi
 python3 -m pip install -q --no-index --no-deps --no-compile $B/wheel/transformer_engine_torch-*.whl
+# mbridge 0.15.1 (the newest on the index) compares with ModelType.encoder_and_decoder, which megatron-core 0.19.2 lacks:
+# verl's init_model failed with "AttributeError: type object 'ModelType' has no attribute 'encoder_and_decoder'"
+# (results/megatron-try1). The two comparisons only pick the encoder-decoder branch, which a decoder-only model never
+# takes, so a missing member compares unequal. Patched in the installed copy, as was done by hand on the H200.
+mb=$(python3 -c 'import mbridge, os; print(os.path.dirname(mbridge.__file__))')
+grep -rl 'ModelType\.encoder_and_decoder' "$mb" | xargs -r sed -i 's/ModelType\.encoder_and_decoder/getattr(ModelType, "encoder_and_decoder", object())/g'
 ls -la $B/wheel
 python3 - <<'PY'
 import importlib.metadata as md

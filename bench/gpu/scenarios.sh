@@ -13,6 +13,7 @@
 # megatron-healthy: tiny model, FRAMEWORK=megatron (TP=1, PP=1), 4 steps, checkpoint every 2, the CLI path; verl 0.9.1's
 #          legacy bridge (`--override actor_rollout_ref.actor.megatron.vanilla_mbridge=True`: Megatron-Bridge 0.5.2, verl's
 #          default, is not on the index; mbridge 0.15.1 is). Needs install_megatron.sh first.
+#          12 steps: so it ran on the H200; before the product's fix (lr_warmup_steps < steps on Megatron) 4 steps failed.
 # megatron-oom: the oom scenario (wide model, holder after checkpoint 2) on Megatron: the relaunch gets Megatron offload.
 # Results: /root/results/NAME (wait.sh packs them into $OUT).
 set -euo pipefail
@@ -37,7 +38,7 @@ case $1 in
   hang)    export MODEL_PATH=tiny-qwen TRAIN_STEPS=10 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-hang \
              VAD_STALL_MIN_SECONDS=60 VAD_STALL_RELAUNCH=1
            args=(cli hang 1500 --webhook --sigstop 4 'ray::WorkerDict') ;;
-  megatron-healthy) export FRAMEWORK=megatron MODEL_PATH=tiny-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.3 \
+  megatron-healthy) export FRAMEWORK=megatron MODEL_PATH=tiny-qwen TRAIN_STEPS=12 GPU_MEMORY_UTILIZATION=0.3 \
              VERL_ASYNC_DAPO_HOME=/root/vad-megatron-healthy START_EXTRA="$MEGATRON_EXTRA"
            args=(cli megatron-healthy 900) ;;
   megatron-oom) export FRAMEWORK=megatron MODEL_PATH=wide-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.3 \
