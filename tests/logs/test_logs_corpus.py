@@ -113,6 +113,21 @@ def test_h200_healthy_runs_are_healthy_and_the_startup_one_is_rollout_oom() -> N
     assert "less than desired GPU memory utilization" in primary.message
 
 
+def test_h200_megatron_logs_name_the_key_the_library_and_the_oom() -> None:
+    # The first Megatron runs on the H200 (bench/gpu/results/megatron-*): both start-up failures read `unknown`.
+    warmup = classify(_text("config_error__verl_validation__h200_megatron_lr_warmup_not_below_decay")).primary
+    assert warmup is not None and warmup.category is ErrorCategory.CONFIG_ERROR
+    assert warmup.detail == "actor_rollout_ref.actor.optim.lr_warmup_steps"  # from Megatron's bare assert line
+    mbridge = classify(_text("environment__mbridge_megatron_version__h200_mbridge_0_15_megatron_core_0_19")).primary
+    assert mbridge is not None and mbridge.category is ErrorCategory.ENVIRONMENT
+    assert (mbridge.kind, mbridge.detail) == ("mbridge_megatron_version", "encoder_and_decoder")
+    oom = classify(_text("gpu_oom__torch_cuda_oom__h200_megatron_update_actor_holder")).primary
+    assert oom is not None and oom.category is ErrorCategory.GPU_OOM and oom.phase == "actor_rollout_update_actor"
+    healthy = _text("none__h200_dapo_megatron_healthy_12_steps")
+    assert "Please install swanboard" in healthy  # a tracker callback's ERROR line while training went on
+    assert classify(healthy).primary is None
+
+
 def test_handled_tracebacks_logged_through_a_logger_are_not_a_failure() -> None:
     raw = _text("none__agent_loop_logged_tool_errors_disk_warning")
     assert "ERROR:2025-08-05 01:37:46,087:Error when executing tool" in raw

@@ -31,6 +31,7 @@ KEY_ALIASES: dict[str, str] = {
     "nnodes": "trainer.nnodes",
     "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
     "max_num_batched_tokens": "actor_rollout_ref.rollout.max_num_batched_tokens",
+    "lr_warmup_steps": "actor_rollout_ref.actor.optim.lr_warmup_steps",
 }
 _ALIAS_RE = re.compile(r"\b(" + "|".join(sorted(KEY_ALIASES, key=len, reverse=True)) + r")\b")
 # Where verl validates its config: worker construction and the config classes.
@@ -96,6 +97,11 @@ def config_error_for(texts: Sequence[str], index: int, cls: str | None) -> tuple
         return None
     if not verl_frames:
         return None
+    # A library's constructor that verl called asserting on a value verl passed from its config (Megatron's
+    # OptimizerParamScheduler: `assert self.lr_warmup_steps < self.lr_decay_steps`, seen on the H200): the
+    # innermost source line names the key.
+    if func in _INIT_FUNCS and "/verl/" not in _path and config_key_hint(source):
+        return ErrorCategory.CONFIG_ERROR, "verl_validation", config_key_hint(source)
     vpath, vfunc, vsource = verl_frames[0]
     if vfunc in _INIT_FUNCS or vfunc.startswith(("_build_", "_check_")) or any(p in vpath for p in _CONFIG_PATHS):
         return ErrorCategory.CONFIG_ERROR, "verl_validation", config_key_hint(message, vsource)
