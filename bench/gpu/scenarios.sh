@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine: start one scenario, detached (it outlives the device call), through the product.
-#   bash scenarios.sh healthy|oom|rollout|rollout-fix|hang
+#   bash scenarios.sh healthy|oom|rollout|rollout-fix|hang|megatron-healthy|megatron-oom
 # healthy: tiny model, 6 steps, the MCP path (drive.py healthy-mcp).
 # oom:     the ~1B wide model (make_wide.py), 4 steps, checkpoint every 2; holder.py takes the GPU's free memory
 #          after checkpoint 2 once the step-3 rollout has ended, then leaves 50 GiB free for the relaunch.
@@ -10,6 +10,11 @@
 # hang:    tiny model, 10 steps; once step 4 shows, drive.py SIGSTOPs the trainer (ray::WorkerDict); the watchman's
 #          stall window is 60 s (VAD_STALL_MIN_SECONDS), VAD_STALL_RELAUNCH=1 stops and relaunches from global_step_4;
 #          notifications go to a webhook receiver on 127.0.0.1 (drive.py --webhook).
+# megatron-healthy: tiny model, FRAMEWORK=megatron (TP=1, PP=1), 4 steps, checkpoint every 2, the CLI path; verl 0.9.1's
+#          legacy bridge (`--override actor_rollout_ref.actor.megatron.vanilla_mbridge=True`: Megatron-Bridge 0.5.2, verl's
+#          default, is not on the index; mbridge 0.15.1 is). Needs install_megatron.sh first.
+#          12 steps: so it ran on the H200; before the product's fix (lr_warmup_steps < steps on Megatron) 4 steps failed.
+# megatron-oom: the oom scenario (wide model, holder after checkpoint 2) on Megatron: the relaunch gets Megatron offload.
 # Results: /root/results/NAME (wait.sh packs them into $OUT).
 set -euo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +23,7 @@ export VERL_HOME=/root/verl FRAMEWORK=fsdp MODE=dapo N_GPUS=1 ROLLOUT_TP=1 TRAIN
   MAX_RESPONSE_LENGTH=32 SWANLAB_MODE=local VERL_VERSION=0.9.1 VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 \
   RESULTS=/root/results FEATURES=no_flash_attn
 res=$RESULTS/$1
+MEGATRON_EXTRA="--override actor_rollout_ref.actor.megatron.vanilla_mbridge=True ${MEGATRON_EXTRA:-}"
 case $1 in
   healthy) export MODEL_PATH=tiny-qwen TRAIN_STEPS=6 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-healthy
            args=(healthy-mcp healthy 560) ;;
@@ -32,6 +38,12 @@ case $1 in
   hang)    export MODEL_PATH=tiny-qwen TRAIN_STEPS=10 GPU_MEMORY_UTILIZATION=0.3 VERL_ASYNC_DAPO_HOME=/root/vad-hang \
              VAD_STALL_MIN_SECONDS=60 VAD_STALL_RELAUNCH=1
            args=(cli hang 1500 --webhook --sigstop 4 'ray::WorkerDict') ;;
+  megatron-healthy) export FRAMEWORK=megatron MODEL_PATH=tiny-qwen TRAIN_STEPS=12 GPU_MEMORY_UTILIZATION=0.3 \
+             VERL_ASYNC_DAPO_HOME=/root/vad-megatron-healthy START_EXTRA="$MEGATRON_EXTRA"
+           args=(cli megatron-healthy 900) ;;
+  megatron-oom) export FRAMEWORK=megatron MODEL_PATH=wide-qwen TRAIN_STEPS=4 GPU_MEMORY_UTILIZATION=0.3 \
+             VERL_ASYNC_DAPO_HOME=/root/vad-megatron-oom START_EXTRA="$MEGATRON_EXTRA"
+           args=(cli megatron-oom 1500 --holder after-ckpt "$VERL_HOME/checkpoints" 2 1.5 50 "$res/holder.log") ;;
   *) echo "unknown scenario $1"; exit 2 ;;
 esac
 for _ in $(seq 30); do pgrep -f "$kit/drive.py" >/dev/null || break; sleep 1; done  # one that just wrote `done`

@@ -15,12 +15,19 @@ class ErrorCategory(str, Enum):
     ROLLOUT_OOM = "rollout_oom"
     HOST_OOM = "host_oom"
     NCCL_TIMEOUT = "nccl_timeout"
+    # A collective (NCCL/HCCL) that failed without timing out: init, a system or CUDA error, a peer gone.
+    COMM_ERROR = "comm_error"
     WORKER_DIED = "worker_died"
     CONFIG_ERROR = "config_error"
     MISSING_FILE = "missing_file"
     ENVIRONMENT = "environment"
     RESOURCES = "resources"
     TRACKING = "tracking"
+    DATA_ERROR = "data_error"
+    REWARD_ERROR = "reward_error"
+    CHECKPOINT_ERROR = "checkpoint_error"
+    # Ascend NPU runtime (CANN/ACL, torch_npu): error codes such as EZ9999, EL0004, 507035.
+    ACCELERATOR_ERROR = "accelerator_error"
     UNKNOWN = "unknown"
     # Not found in a log but in its absence: no output for the stall window (watchman/stall.py).
     STALLED = "stalled"
@@ -60,6 +67,13 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
         "check GPU health and the interconnect, then start again; raise actor_rollout_ref.nccl_timeout if steps are slow",
         False,
     ),
+    ErrorCategory.COMM_ERROR: CategoryInfo(
+        "A collective-communication library (NCCL, or HCCL on Ascend) failed without a timeout: communicator "
+        "init, a system or CUDA error inside NCCL, or a peer that went away.",
+        "check the interconnect and the NCCL/HCCL environment (NCCL_DEBUG=INFO, NCCL_SOCKET_IFNAME / "
+        "HCCL_IF_IP, IB/RoCE devices, shm size), that no earlier run still holds the devices, then start again",
+        False,
+    ),
     ErrorCategory.WORKER_DIED: CategoryInfo(
         "A Ray worker or actor died without a clearer error (often host OOM or a crash in native code).",
         "look at the worker logs under Ray's session_latest/logs; check host memory (dmesg) and GPU health",
@@ -88,6 +102,35 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
     ErrorCategory.TRACKING: CategoryInfo(
         "The experiment tracker (SwanLab) refused to start: wrong key, wrong host or no network.",
         "check SWANLAB_HOST and the API key with configure_swanlab, or use SWANLAB_MODE=local",
+        False,
+    ),
+    ErrorCategory.DATA_ERROR: CategoryInfo(
+        "The training data does not fit what the trainer reads: a missing column or prompt key, a schema or "
+        "type that cannot be cast, a corrupt parquet file, or a tokenizer without a chat template.",
+        "check the dataset's columns against data.prompt_key and the reward fields (reward_model.ground_truth, "
+        "data_source), re-run the preprocessing script, or set the tokenizer's chat template; retrying the same "
+        "data cannot help",
+        False,
+    ),
+    ErrorCategory.REWARD_ERROR: CategoryInfo(
+        "The reward function raised: no scorer for the batch's data_source, a custom reward function that "
+        "fails or does not match the reward manager's call.",
+        "fix custom_reward_function (path, name, signature) or map the data_source to a scorer; retrying "
+        "unchanged cannot help",
+        False,
+    ),
+    ErrorCategory.CHECKPOINT_ERROR: CategoryInfo(
+        "Saving or resuming a checkpoint failed: the state does not match the model, the dataloader state "
+        "cannot be restored, or the disk is full.",
+        "free disk space or point trainer.default_local_dir elsewhere; to resume, check that the checkpoint "
+        "belongs to this model and verl version, or start without it (trainer.resume_mode=disable)",
+        False,
+    ),
+    ErrorCategory.ACCELERATOR_ERROR: CategoryInfo(
+        "The Ascend NPU runtime (CANN/ACL through torch_npu) reported an error: an operator or stream failure, "
+        "device memory the runtime could not allocate, or a broken CANN installation.",
+        "read the error code (EZ…/EL…/EH…, 5070xx) in the excerpt and the plog (ASCEND_LAUNCH_BLOCKING=1 for a "
+        "synchronous stack); check the CANN/torch_npu versions and npu-smi, then start again",
         False,
     ),
     ErrorCategory.UNKNOWN: CategoryInfo(

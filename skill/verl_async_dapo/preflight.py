@@ -16,8 +16,9 @@ from typing import Any
 from verl_async_dapo.features import FeatureChoice
 from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
 from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
+from verl_async_dapo.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
 from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
-from verl_async_dapo.settings import Mode, TrainingSettings
+from verl_async_dapo.settings import Framework, Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.api import RayAuthError
@@ -313,6 +314,20 @@ class _Preflight:
                 "pip install 'hydra-core>=1.3,<1.4' (a verl dependency)",
             )
 
+    async def megatron(self) -> None:
+        res = await self.target.run(["python3", "-c", PROBE_SCRIPT], timeout=60)
+        found = parse_probe(res.stdout) if res.exit_code == 0 else None
+        if found is None:
+            self.add("megatron stack", CheckStatus.WARNING, f"could not probe: {_first(res.stderr or res.stdout)}")
+            return
+        path = posixpath.join(self.s.verl_home, ENGINE_CONFIG)
+        yaml = (await self.target.read_tail(path, 16384)).decode("utf-8", "replace") if (
+            await self.target.paths_exist([path]))[path] else None  # fmt: skip
+        # A warning, not a refusal: the probe looks the pieces up by name, and a stack installed another way (a
+        # source build of TE in its own layout) must not be blocked; a real gap fails in init_model, minutes later.
+        for f in megatron_findings(found, self.s.extra_overrides, yaml):
+            self.add(f.name, CheckStatus.OK if f.ok else CheckStatus.WARNING, f.detail, f.fix)
+
     async def data(self) -> None:
         items = [
             ("MODEL_PATH", self.s.resolved_model_path(),
@@ -399,6 +414,8 @@ async def run_preflight(target: Target, settings: TrainingSettings, features: Fe
         await pf.guarded("entry", pf.entry)
     if pf.has_python:
         await pf.guarded("hydra", pf.hydra)
+    if pf.has_python and settings.framework is Framework.MEGATRON:
+        await pf.guarded("megatron stack", pf.megatron)
     await pf.guarded("data", pf.data)
     await pf.guarded("disk", pf.disk)
     report.verl_version = pf.verl_version

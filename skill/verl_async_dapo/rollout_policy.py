@@ -39,6 +39,9 @@ MAX_NUM_SEQS_LADDER = (128, 64, 32)
 
 # Kinds (logs/rules.py) whose message says the share is too small for weights + activations + KV cache.
 SHARE_TOO_SMALL = frozenset({"vllm_kv_cache", "vllm_max_len", "sglang_memory"})
+# Kinds where fewer concurrent sequences come first: the sampler's warm-up batch, and a CUDA/NPU OOM raised inside
+# the engine while it generated (logs/classify.py files it as "generation_oom").
+FEWER_SEQS_FIRST = frozenset({"vllm_sampler_warmup", "generation_oom"})
 # "Free memory on device (75.62/139.8 GiB) on startup is less than desired GPU memory utilization (0.6, …)"
 _FREE_RE = re.compile(r"Free memory on device \S* ?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\)")
 
@@ -55,6 +58,10 @@ FIX_BY_KIND: dict[str, str] = {
     f"relaunch with a higher share (+{UTIL_STEP:g}, at most {UTIL_MAX:g}), then a lower rollout.max_num_seqs",
     "vllm_sampler_warmup": "the profiling batch of max_num_seqs requests did not fit: relaunch with a lower "
     f"rollout.max_num_seqs ({', '.join(map(str, MAX_NUM_SEQS_LADDER))}), then a lower rollout.gpu_memory_utilization",
+    "generation_oom": "the engine ran out of memory while generating (activations of the concurrent sequences, "
+    "on top of its KV cache): relaunch with a lower rollout.max_num_seqs "
+    f"({', '.join(map(str, MAX_NUM_SEQS_LADDER))}), then a lower rollout.gpu_memory_utilization; offloading the actor "
+    "does not help the engine",
     "vllm_startup_memory": "less GPU memory was free at engine start than the share asks for (other processes or "
     "the colocated trainer hold it): relaunch with rollout.gpu_memory_utilization lowered to what was free "
     f"(at least −{UTIL_STEP:g}, not below {UTIL_MIN:g}); free the GPU if it keeps failing",
@@ -126,8 +133,8 @@ def rollout_oom_step(
             return None
         new = replace(tweaks, rollout_max_num_seqs=seqs, rollout_util_floor=low)
         return replace(current, tweaks=new), (f"rollout max_num_seqs → {seqs}",)
-    if kind == "vllm_sampler_warmup" and (tweaks.rollout_max_num_seqs or 10**9) > MAX_NUM_SEQS_LADDER[-1]:
-        # vLLM's own advice, in order: a smaller profiling batch first (the share itself may be right).
+    if kind in FEWER_SEQS_FIRST and (tweaks.rollout_max_num_seqs or 10**9) > MAX_NUM_SEQS_LADDER[-1]:
+        # vLLM's own advice, in order: a smaller (profiling or generating) batch first (the share itself may be right).
         seqs = next(
             n for n in MAX_NUM_SEQS_LADDER if tweaks.rollout_max_num_seqs is None or n < tweaks.rollout_max_num_seqs
         )

@@ -77,6 +77,19 @@ def test_figures_reads_verl_memory_and_resume_from_the_real_h200_logs() -> None:
     assert any(m.startswith("Resuming from") and m.endswith("global_step_2") for m in second["marks"])
 
 
+def test_figures_reads_the_real_megatron_logs() -> None:
+    # Megatron's step lines carry the same verl metrics (bench/gpu/results/megatron-*, third H200 session).
+    figures = _load("figures")
+    healthy = figures.parse_log(str(RESULTS / "megatron-healthy" / "attempt1.log"))
+    assert [s["step"] for s in healthy["steps"]] == list(range(1, 13))
+    assert [s["step"] for s in healthy["steps"] if "timing_s/save_checkpoint" in s] == [2, 4, 6, 8, 10, 12]
+    peaks = [s["actor/perf/max_memory_allocated_gb"] for s in healthy["steps"]]
+    assert min(peaks) == pytest.approx(2.04, abs=0.01) and max(peaks) == pytest.approx(2.12, abs=0.01)
+    oom = figures.parse_log(str(RESULTS / "megatron-oom-partial" / "attempt1.log"))
+    assert [round(s["actor/perf/max_memory_allocated_gb"], 2) for s in oom["steps"]] == [17.0, 20.87]
+    assert any("OutOfMemoryError: CUDA out of memory" in m for m in oom["marks"]), oom["marks"]
+
+
 def _env(tmp_path: Path, tree: Path, label: str) -> dict[str, str]:
     keep = ("HOME", "LANG", "TMPDIR", "USER", "VERL_ASYNC_DAPO_ALLOW_NO_GPUS", "VERL_ASYNC_DAPO_WATCHDOG")  # conftest
     env = {k: os.environ[k] for k in keep if k in os.environ}

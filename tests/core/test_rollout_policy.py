@@ -26,6 +26,7 @@ KINDS = (
     "vllm_wake_up",
     "torch_cuda_oom",
     "vllm_sampler_warmup",
+    "generation_oom",
     "sglang_cuda_graph",
 )
 H200_FREE = (

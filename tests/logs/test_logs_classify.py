@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.logs.classify import EXCERPT_MAX_CHARS, classify, classify_tail
-from verl_async_dapo.logs.corpus_eval import judge
+from verl_async_dapo.logs.corpus_eval import judge, parse_index, source_key, source_of
 from verl_async_dapo.logs.rules import RULES
 from verl_async_dapo.logs.text import clean_text
 
@@ -26,7 +27,15 @@ def _log(name: str) -> Path:
     return CORPUS / name if (CORPUS / name).exists() else SYNTHETIC / name
 
 
-CORPUS_FILES = sorted([*CORPUS.glob("*.log"), *SYNTHETIC.glob("*.log")])
+INDEX = parse_index((CORPUS / "INDEX.tsv").read_text(encoding="utf-8"))
+_HELD_OUT = frozenset(json.loads((CORPUS / "SPLIT.json").read_text(encoding="utf-8"))["test_sources"])
+# The real logs of the train split (the test split is held out: test_logs_corpus_heldout.py) and the synthetic ones.
+TRAIN_FILES = [
+    path
+    for path in sorted(CORPUS.glob("*.log"))
+    if source_key(source_of(path.read_text(encoding="utf-8")) or "") not in _HELD_OUT
+]
+CORPUS_FILES = sorted([*TRAIN_FILES, *SYNTHETIC.glob("*.log")])
 
 # Where the phase (the innermost `ray::WorkerDict.<method>()`) is visible in the log.
 EXPECTED_PHASE = {
@@ -48,18 +57,36 @@ def _expected(path: Path) -> tuple[str, str | None]:
 
 
 def test_the_corpus_covers_every_category_and_healthy_logs() -> None:
-    categories = {_expected(path)[0] for path in CORPUS_FILES}
+    categories = {(INDEX[path.name].category or "none") if path.name in INDEX else _expected(path)[0] for path in CORPUS_FILES}
     # STALLED is found in a log's silence (watchman/stall.py), SCHEDULER_KILL in the batch scheduler's job state
     # (targets/slurm/states.py), never in a log's text.
     found_elsewhere = {ErrorCategory.STALLED, ErrorCategory.SCHEDULER_KILL}
     assert categories >= {c.value for c in ErrorCategory if c not in found_elsewhere} | {"none"}
 
 
-@pytest.mark.parametrize("path", CORPUS_FILES, ids=[path.stem for path in CORPUS_FILES])
+# Train-split logs the rules do not get right, and why no rule was written for them (they count in the figure).
+KNOWN_MISSES = {
+    # The log prints a KeyError through a garbled, interleaved line ("KeyErrorKeyError: : 'input_ids_j'").
+    "data_error__reward_modeling_input_ids_j_keyerror_garbled": "garbled exception line",
+    # An NPU OOM whose excerpt shows no engine frame or process: nothing in the text says "SGLang".
+    "rollout_oom__sglang_npu_out_of_memory_inference": "no engine context in the excerpt",
+}
+
+
+def _params(files: list[Path]) -> list[object]:
+    return [
+        pytest.param(path, id=path.stem, marks=pytest.mark.xfail(reason=KNOWN_MISSES[path.stem], strict=True))
+        if path.stem in KNOWN_MISSES
+        else pytest.param(path, id=path.stem)
+        for path in files
+    ]
+
+
+@pytest.mark.parametrize("path", _params(CORPUS_FILES))
 def test_corpus_file_classifies_as_its_name_says(path: Path) -> None:
     # Real logs (first line `source: …`) and the suite's synthetic ones alike; the rules of the
     # name (healthy, non-fatal, rollout_oom judged on the category) are corpus_eval's.
-    verdict = judge(path.stem, path.read_text(encoding="utf-8"))
+    verdict = judge(path.stem, path.read_text(encoding="utf-8"), INDEX.get(path.name))
     assert verdict.right, (verdict.got_category, verdict.got_kind)
     if path.stem in EXPECTED_PHASE:
         primary = classify(path.read_text(encoding="utf-8")).primary
@@ -121,9 +148,10 @@ RuntimeError: CUDA error: out of memory
 def test_innermost_exception_and_ray_call_decide_category_and_phase() -> None:
     primary = classify(INNER_FIRST).primary
     assert primary is not None
-    # The wrapper says RuntimeError; the innermost line says OOM, inside the rollout.
+    # The wrapper says RuntimeError; the innermost line says OOM, inside the rollout: the engine's
+    # generation-time OOM (its fix is the engine's, not the actor's offload).
     assert primary.category is ErrorCategory.ROLLOUT_OOM
-    assert primary.kind == "cuda_error_oom"
+    assert primary.kind == "generation_oom"
     assert primary.phase == "actor_rollout_ref_generate_sequences"
     assert primary.line == 10
 

@@ -24,9 +24,11 @@ from typing import Any
 
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.logs.exception_hints import config_error_for, config_key_hint, key_from_context
-from verl_async_dapo.logs.line_context import not_the_failure, unstamped
+from verl_async_dapo.logs.line_context import bounded_text, clipped, not_the_failure, unstamped
+from verl_async_dapo.logs.location import CONTEXT_LINES, error_context
 from verl_async_dapo.logs.rules import ANY_NEEDLE_RE, CATEGORY_PRIORITY, RULES, Rule
 from verl_async_dapo.logs.rules_verl import NONFATAL_NOTES
+from verl_async_dapo.logs.structure import EXCEPTION_LINE_RE, context_category, frame_of, tail_failure
 from verl_async_dapo.logs.text import LogLine, clean_log_lines
 from verl_async_dapo.redact import redact_generic
 
@@ -35,24 +37,10 @@ EXCERPT_LINES_BEFORE = 6
 EXCERPT_LINES_AFTER = 3
 MESSAGE_MAX_CHARS = 300
 MAX_FINDINGS = 20
-# How far back from an error the phase (`ray::Class.method()`) and the stack are looked for.
-CONTEXT_LINES = 400
 # A log that prints one error on every rank: classify the last few copies only.
 MAX_HITS_PER_RULE = 16
-
-_RAY_CALL_RE = re.compile(r"ray::(?P<cls>[A-Za-z_]\w*)\.(?P<method>\w+)\(\)")
-_FRAME_RE = re.compile(r'^File "(?P<path>[^"]+)", line \d+')
-# The rollout side of the hybrid engine and the async servers (not `actor_rollout_ref_update_actor`:
-# "rollout" inside that role name says nothing about the phase).
-_ROLLOUT_METHOD_RE = re.compile(
-    r"generate_sequences|wake_up|sleep|rollout_mode|^rollout_|update_weights|async_generate|chat_completion"
-)
-_ROLLOUT_CLASS_RE = re.compile(r"(?i:vllm|sglang|trtllm|agentloop|rollout(?!ref))")
-_ROLLOUT_FRAME_RE = re.compile(r"/vllm/|/sglang/|/workers/rollout/|cumem")
-_EXCEPTION_LINE_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<cls>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|StopIteration|StopAsyncIteration)\b"
-    r"(?:\((?P<inner>[\w.]+)\))?(?::|$)"
-)
+# GPU-memory kinds that, raised inside the rollout engine, are the engine's generation-time OOM.
+_GENERATION_OOM_KINDS = frozenset({"torch_cuda_oom", "cuda_error_oom", "npu_oom"})
 # Lines that say the process is going down, even when no rule names the reason. Only at the
 # start of a line: a logger's ``ERROR:<time>:Traceback (most recent call last):`` is handled.
 _FATAL_MARKERS = (
@@ -169,32 +157,6 @@ def _first_rule_match(text: str) -> tuple[Rule, re.Match[str]] | None:
     return None
 
 
-def _context(lines: list[LogLine], index: int) -> tuple[str | None, bool]:
-    """(phase, whether the error happened in the rollout) from the lines just above an error.
-
-    Walking up from the error, the first `ray::Class.method()` is the innermost Ray call,
-    i.e. the worker method that raised. The TaskRunner's `run()` is only the driver loop.
-    """
-    in_rollout = False
-    for position in range(index, max(-1, index - CONTEXT_LINES), -1):
-        text = lines[position].text.strip()
-        frame = _FRAME_RE.match(text)
-        if frame is not None and _ROLLOUT_FRAME_RE.search(frame.group("path")):
-            in_rollout = True
-            continue
-        if "ray::" not in text:
-            continue
-        call = _RAY_CALL_RE.search(text)
-        if call is None:
-            continue
-        cls, method = call.group("cls"), call.group("method")
-        if "TaskRunner" in cls:
-            return None, in_rollout
-        rollout = bool(_ROLLOUT_METHOD_RE.search(method) or _ROLLOUT_CLASS_RE.search(cls))
-        return method, in_rollout or rollout
-    return None, in_rollout
-
-
 def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
     """Every rule hit (last copies only) and the positions of fatal markers."""
     raw: dict[int, list[tuple[int, re.Match[str]]]] = {}
@@ -225,11 +187,14 @@ def _scan(lines: list[LogLine]) -> tuple[list[_Hit], list[int]]:
     for rule_id, matches in raw.items():
         rule = rules_by_id[rule_id]
         for index, match in matches[-MAX_HITS_PER_RULE:]:
-            phase, in_rollout = _context(lines, index)
+            phase, in_rollout = error_context(lines, index)
             category = rule.category
+            kind = rule.kind
             if category is ErrorCategory.GPU_OOM and rule.kind != "nccl_cuda_oom" and in_rollout:
+                # Where the OOM happened decides: in the engine it is the rollout's, with the engine's fix.
                 category = ErrorCategory.ROLLOUT_OOM
-            hit = _Hit(rule, category, rule.kind, index, _detail(match), phase)
+                kind = "generation_oom" if rule.kind in _GENERATION_OOM_KINDS else rule.kind
+            hit = _Hit(rule, category, kind, index, _detail(match), phase)
             hit.demoted = category is ErrorCategory.WORKER_DIED and not_the_failure(
                 lines[index], index, shutdown, rule.kind
             )
@@ -256,22 +221,32 @@ def _is_fatal_marker(lines: list[LogLine], index: int, text: str, source: str | 
     return True
 
 
-def _unrecognised(lines: list[LogLine], fatal: list[int]) -> _Hit:
-    """The innermost / last exception line after the last fatal marker (else the marker)."""
+def _unrecognised(lines: list[LogLine], fatal: list[int], cut: int | None) -> _Hit:
+    """The innermost / last exception line after the last fatal marker (else the marker), sorted by
+    what it is and where it was raised; ``cut``: the last frame of a traceback the log stops inside."""
     last_marker = fatal[-1]
     chosen, detail = last_marker, None
     for start in (last_marker, fatal[0]):
         for index in range(len(lines) - 1, start - 1, -1):
-            match = _EXCEPTION_LINE_RE.match(lines[index].text.strip())
+            match = EXCEPTION_LINE_RE.match(lines[index].text.strip())
             if match is not None:
                 chosen, detail = index, match.group("inner") or match.group("cls")
                 break
         if detail is not None:
             break
-    phase, _ = _context(lines, chosen)
-    config = config_error_for([line.text for line in lines], chosen, detail)
+    if cut is not None and (detail is None or cut > chosen):
+        chosen, detail = cut, None
+    phase, _ = error_context(lines, chosen)
+    texts = [line.text for line in lines]
+    config = config_error_for(texts, chosen, detail)
     if config is not None:
         return _Hit(None, config[0], config[1], chosen, config[2] or detail, phase)
+    where = context_category(texts, chosen)
+    if where is not None:
+        return _Hit(None, where[0], where[1], chosen, where[2] or detail, phase)
+    if detail is None and cut is not None:
+        frame = frame_of(texts[cut].strip())
+        return _Hit(None, ErrorCategory.UNKNOWN, "traceback_cut", chosen, frame[0] if frame else None, phase)
     kind = "python_exception" if detail is not None else "fatal_without_exception"
     return _Hit(None, ErrorCategory.UNKNOWN, kind, chosen, detail, phase)
 
@@ -303,7 +278,7 @@ def _drop_wrappers(hits: list[_Hit], lines: list[LogLine]) -> list[_Hit]:
 
 def _exception_follows(lines: list[LogLine], index: int) -> bool:
     for position in range(index + 1, min(len(lines), index + CONTEXT_LINES)):
-        match = _EXCEPTION_LINE_RE.match(lines[position].text.strip())
+        match = EXCEPTION_LINE_RE.match(lines[position].text.strip())
         if match is not None and not lines[position].text.startswith(("ray.exceptions.", _RAY_TASK_ERROR)):
             return True
     return False
@@ -381,12 +356,17 @@ def window_text(data: bytes) -> str:
 
 def classify(text: str) -> Classification:
     """Classify a log or its tail. `primary` is None when the log shows no error."""
-    lines = [unstamped(line) for line in clean_log_lines(text)]
+    lines = [unstamped(clipped(line)) for line in clean_log_lines(bounded_text(text))]
     hits, fatal = _scan(lines)
     kept = _drop_wrappers(hits, lines)
     decisive = [hit for hit in kept if not hit.supporting and not hit.nonfatal]
+    # A log that ends inside a traceback is a failure whoever printed it (structure.tail_failure).
+    shutdown = max((i for i, line in enumerate(lines) if _SHUTDOWN_MARKER in line.text), default=None)
+    tail = tail_failure(lines, shutdown)
+    if tail is not None and (not fatal or tail[0] > fatal[-1]):
+        fatal.append(tail[0])
     if not decisive and fatal:
-        kept.append(_unrecognised(lines, fatal))
+        kept.append(_unrecognised(lines, fatal, tail[0] if tail is not None and tail[1] else None))
     ordered = sorted(_merge(kept), key=_Hit.sort_key)[:MAX_FINDINGS]
     findings = [_to_finding(lines, hit) for hit in ordered]
     # Without a decisive hit or a fatal marker only notices that healthy runs print too (or

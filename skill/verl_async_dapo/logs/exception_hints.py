@@ -31,6 +31,7 @@ KEY_ALIASES: dict[str, str] = {
     "nnodes": "trainer.nnodes",
     "gpu_memory_utilization": "actor_rollout_ref.rollout.gpu_memory_utilization",
     "max_num_batched_tokens": "actor_rollout_ref.rollout.max_num_batched_tokens",
+    "lr_warmup_steps": "actor_rollout_ref.actor.optim.lr_warmup_steps",
 }
 _ALIAS_RE = re.compile(r"\b(" + "|".join(sorted(KEY_ALIASES, key=len, reverse=True)) + r")\b")
 # Where verl validates its config: worker construction and the config classes.
@@ -38,6 +39,9 @@ _INIT_FUNCS = frozenset(
     {"__init__", "__post_init__", "init_model", "_validate_config", "validate_config", "check_mutually_exclusive"}
 )
 _CONFIG_PATHS = ("/verl/workers/config/", "/verl/utils/config", "/verl/trainer/config/")
+# Functions and files that check arguments and settings (the ValueError they raise is a config error).
+_VALIDATING_FUNC_RE = re.compile(r"_?(?:verify|validate|check)_?\w*$|__post_init__$")
+_ARGUMENT_PATHS = ("/argument/", "_args.py", "arg_utils.py", "/config/", "sampling_params.py")
 # How far above an exception its frames are looked for.
 _FRAMES_BACK = 40
 
@@ -73,13 +77,19 @@ def _frames_above(texts: Sequence[str], index: int) -> list[tuple[str, str, str]
 
 def config_error_for(texts: Sequence[str], index: int, cls: str | None) -> tuple[ErrorCategory, str, str | None] | None:
     """(config_error, kind, key) when an unrecognised exception is verl rejecting its config."""
-    if cls not in ("AssertionError", "TypeError"):
+    if cls not in ("AssertionError", "TypeError", "ValueError"):
         return None
     frames = _frames_above(texts, index)
     if not frames:
         return None
     message = texts[index].strip()
     _path, func, source = frames[0]
+    if cls == "ValueError":
+        # A value a library's argument check rejects (vLLM's SamplingParams._verify_args, an *_args.py
+        # dataclass __post_init__): a setting, whichever library validates it.
+        if _VALIDATING_FUNC_RE.match(func) or any(part in _path for part in _ARGUMENT_PATHS):
+            return ErrorCategory.CONFIG_ERROR, "invalid_value", config_key_hint(message, source)
+        return None
     verl_frames = [frame for frame in frames if "/verl/" in frame[0]]
     if cls == "TypeError":
         if "config." in source or func in ("_validate_config", "validate_config"):
@@ -87,6 +97,11 @@ def config_error_for(texts: Sequence[str], index: int, cls: str | None) -> tuple
         return None
     if not verl_frames:
         return None
+    # A library's constructor that verl called asserting on a value verl passed from its config (Megatron's
+    # OptimizerParamScheduler: `assert self.lr_warmup_steps < self.lr_decay_steps`, seen on the H200): the
+    # innermost source line names the key.
+    if func in _INIT_FUNCS and "/verl/" not in _path and config_key_hint(source):
+        return ErrorCategory.CONFIG_ERROR, "verl_validation", config_key_hint(source)
     vpath, vfunc, vsource = verl_frames[0]
     if vfunc in _INIT_FUNCS or vfunc.startswith(("_build_", "_check_")) or any(p in vpath for p in _CONFIG_PATHS):
         return ErrorCategory.CONFIG_ERROR, "verl_validation", config_key_hint(message, vsource)

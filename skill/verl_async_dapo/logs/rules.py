@@ -13,6 +13,7 @@ import re
 
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.logs.rule_base import Rule, local_looking, make_rule, not_local_looking, positive_count
+from verl_async_dapo.logs.rules_types import TYPE_RULES
 from verl_async_dapo.logs.rules_verl import VERL_RULES
 
 C = ErrorCategory
@@ -309,14 +310,15 @@ RULES: tuple[Rule, ...] = (
         ("Socket Timeout", "DistStoreError"),
         r"(?:ncclUniqueId|DistBackendError|DistStoreError|TCPStore|store->get).*(?:Socket Timeout|[Tt]imed out)",
     ),
+    # Not timeouts: a communication error (a peer gone, NCCL's own CUDA call failing, the network).
     _rule(
-        C.NCCL_TIMEOUT,
+        C.COMM_ERROR,
         "nccl_remote_error",
         "remote process exited",
         r"remote process exited or there was a network error",
     ),
-    _rule(C.NCCL_TIMEOUT, "nccl_cuda_error", "unhandled cuda error", r"unhandled cuda error"),
-    _rule(C.NCCL_TIMEOUT, "dist_network_error", "DistNetworkError", r"\bDistNetworkError\b"),
+    _rule(C.COMM_ERROR, "nccl_cuda_error", "unhandled cuda error", r"unhandled cuda error"),
+    _rule(C.COMM_ERROR, "dist_network_error", "DistNetworkError", r"\bDistNetworkError\b"),
     # -- Ray workers dying without a clearer cause --------------------------------------------
     _rule(
         C.WORKER_DIED,
@@ -339,6 +341,9 @@ RULES: tuple[Rule, ...] = (
         supporting=True,
         accept=_positive_count,
     ),
+    # Exception types and the v2 categories (data, reward, checkpoint, accelerator, communication): after
+    # the exact anchors above, so a line one of those names keeps its kind.
+    *TYPE_RULES,
     # -- recognised, but nothing this tool can fix --------------------------------------------
     _rule(C.UNKNOWN, "illegal_memory_access", "illegal memory access", r"an illegal memory access was encountered"),
     _rule(C.UNKNOWN, "device_side_assert", "device-side assert", r"device-side assert triggered"),
@@ -347,18 +352,24 @@ RULES: tuple[Rule, ...] = (
 # One pass over a line decides whether any rule can apply at all (most lines match none).
 ANY_NEEDLE_RE = re.compile("|".join(sorted({re.escape(n) for r in RULES for n in r.needles}, key=len, reverse=True)))
 
-# Priority when several categories match (peers.md §2.1): configuration and environment
-# errors first (deterministic, the rest is their fallout), then host RAM, rollout, training
-# GPU memory, NCCL, dead workers, and unknown last.
+# Priority when several categories match (peers.md §2.1): configuration, environment, data,
+# reward and checkpoint errors first (deterministic, the rest is their fallout), then host RAM,
+# rollout, training GPU memory, communication / accelerator runtime, dead workers, unknown last.
 CATEGORY_PRIORITY: dict[ErrorCategory, int] = {
     C.CONFIG_ERROR: 0,
     C.ENVIRONMENT: 0,
     C.MISSING_FILE: 0,
     C.RESOURCES: 0,
     C.TRACKING: 0,
+    C.DATA_ERROR: 0,
+    C.REWARD_ERROR: 0,
+    C.CHECKPOINT_ERROR: 0,
     C.HOST_OOM: 1,
     C.ROLLOUT_OOM: 2,
     C.GPU_OOM: 3,
+    # Communication and the accelerator runtime tie: the earlier (more specific) rule in the table wins.
+    C.COMM_ERROR: 4,
+    C.ACCELERATOR_ERROR: 4,
     C.NCCL_TIMEOUT: 4,
     C.WORKER_DIED: 5,
     C.UNKNOWN: 6,

@@ -67,6 +67,14 @@ VERL_RULES: tuple[Rule, ...] = (
         "VLLM_USE_V1",
         r"Using V1 (?:Async)?LLMEngine, but envs\.VLLM_USE_V1=(?P<detail>\w+)",
     ),
+    # mbridge 0.15.1 (verl's legacy Megatron bridge, vanilla_mbridge=True) against a megatron-core that no longer
+    # has the enum member it compares with (H200, megatron-core 0.19.2).
+    make_rule(
+        C.ENVIRONMENT,
+        "mbridge_megatron_version",
+        "type object 'ModelType' has no attribute",
+        r"AttributeError: type object 'ModelType' has no attribute '(?P<detail>\w+)'",
+    ),
     make_rule(
         C.ENVIRONMENT,
         "datasets_version",

@@ -127,10 +127,23 @@ def _actor(s: TrainingSettings, profile: VersionProfile) -> list[Override]:
         Override(f"{ACTOR}.loss_agg_mode", "token-mean"),
         Override(grad_clip_key, GRAD_CLIP),
         Override(f"{ACTOR}.optim.lr", LR),
-        Override(f"{ACTOR}.optim.lr_warmup_steps", LR_WARMUP_STEPS),
+        Override(f"{ACTOR}.optim.lr_warmup_steps", lr_warmup_steps(s)),
         Override(f"{ACTOR}.optim.weight_decay", WEIGHT_DECAY),
     ]
     return out
+
+
+def lr_warmup_steps(s: TrainingSettings) -> int:
+    """The seed's 10 warmup steps, fewer where the run is shorter on Megatron.
+
+    Megatron's OptimizerParamScheduler asserts ``lr_warmup_steps < lr_decay_steps``, and verl (0.9.1
+    ``get_megatron_optimizer_param_scheduler``) sets lr_decay_steps to the run's total steps: a Megatron run of 10
+    steps or fewer died in init_model before its first step (seen on the H200, bench/gpu/results/megatron-try2).
+    FSDP's warmup scheduler has no such check, and its runs keep the seed's value.
+    """
+    if s.framework is Framework.MEGATRON:
+        return max(0, min(LR_WARMUP_STEPS, s.train_steps - 1))
+    return LR_WARMUP_STEPS
 
 
 def _parallel(s: TrainingSettings, par: Parallelism) -> list[Override]:
