@@ -27,6 +27,11 @@ export VERL_ASYNC_DAPO_TEST_RAY
 step "Docker Engine, mmdebstrap, shellcheck (tests/harness/ensure_docker.sh)"
 bash tests/harness/ensure_docker.sh
 
+step "SLURM for tests/slurm (tests/slurm/ensure_slurm.sh: slurm-wlm + munge, one node on 127.0.0.1)"
+# Quick when it already answers (sinfo only). Not fatal here: without root or SLURM the tests/slurm tests skip
+# (fail with CI=true) and say why.
+bash tests/slurm/ensure_slurm.sh >/dev/null || echo "tests/run.sh: SLURM is not available; tests/slurm will say why" >&2
+
 step "ruff check"
 .venv/bin/ruff check .
 

@@ -113,3 +113,26 @@ def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str])
         return AttemptError(category=ErrorCategory.WORKER_DIED.value, kind="no_exit_code", line=None,
                             excerpt="the job vanished without recording an exit code (container restarted?)")  # fmt: skip
     return None
+
+
+def scheduler_outcome(state: str | None, text: str, exit_code: int | None,
+                      scrub: Callable[[str], str]) -> AttemptError | None:  # fmt: skip
+    """A failed attempt's error when a batch scheduler ran it (``state``: its final job state, e.g. TIMEOUT).
+
+    The scheduler's word comes first: a job ended at its time limit, preempted or on a failed node is a
+    SCHEDULER_KILL whatever its log says (the trainer only printed how it died of the SIGTERM). Otherwise the log
+    decides, as on the other targets; SLURM's OUT_OF_MEMORY (its cgroup's OOM kill) is a host OOM when the log
+    itself names nothing."""
+    from verl_async_dapo.targets.slurm.states import SCHEDULER_KILLS
+
+    if state in SCHEDULER_KILLS:
+        kind, meaning = SCHEDULER_KILLS[state]
+        said = [ln.strip() for ln in text.splitlines() if "slurmstepd" in ln and "***" in ln]
+        excerpt = f"{meaning} (SLURM job state {state})" + (f"\n{said[-1]}" if said else "")
+        return AttemptError(category=ErrorCategory.SCHEDULER_KILL.value, kind=kind, line=None,
+                            excerpt=scrub(excerpt)[:2000])  # fmt: skip
+    found = attempt_error(text, exit_code, scrub)
+    if found is None and state == "OUT_OF_MEMORY":
+        return AttemptError(category=ErrorCategory.HOST_OOM.value, kind="slurm_out_of_memory", line=None,
+                            excerpt="SLURM ended the job for using more memory than it was given (OUT_OF_MEMORY)")  # fmt: skip
+    return found

@@ -31,6 +31,8 @@ class ErrorCategory(str, Enum):
     UNKNOWN = "unknown"
     # Not found in a log but in its absence: no output for the stall window (watchman/stall.py).
     STALLED = "stalled"
+    # Not found in a log but in the batch scheduler's final job state (targets/slurm/states.py).
+    SCHEDULER_KILL = "scheduler_kill"
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,15 @@ CATEGORY_INFO: dict[ErrorCategory, CategoryInfo] = {
         "a stuck collective, a dead rollout worker, a deadlocked data loader).",
         "read the evidence in check_errors (GPU utilisation, py-spy stacks); stop and relaunch from the last "
         "checkpoint, or set VAD_STALL_RELAUNCH=1 to let the supervisor do it",
+        False,
+    ),
+    ErrorCategory.SCHEDULER_KILL: CategoryInfo(
+        "The batch scheduler (SLURM) ended the job, not the training: its time limit, a preemption, a failed node "
+        "or a cancel from outside this tool.",
+        "requeue from the last checkpoint (resume_training / `verl-async-dapo resume`: a new job, same parameters); "
+        "for a time limit, a longer one (a new start_training with a longer slurm_time_limit, up to the partition's "
+        "MaxTime, and ckpt_dir = this run's checkpoint directory resumes from it) or checkpoint more often "
+        "(save_freq)",
         False,
     ),
 }

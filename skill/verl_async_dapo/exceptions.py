@@ -15,6 +15,7 @@
     │   │   ├── ShapeError              a model's config.json lacks what the memory estimate needs
     │   │   ├── NotifyConfigError       a notification sink's setting
     │   │   ├── StallConfigError        the hang-detection window's settings (VAD_STALL_*)
+    │   │   ├── SlurmOptionError        a SLURM run parameter (slurm_*: partition, time limit, #SBATCH lines)
     │   │   └── BudgetConfigError       the relaunch budget's settings (VAD_MAX_GPU_HOURS)
     │   └── SwanlabConfigError          (deliberately not a ValueError: see the class)
     ├── TargetError                     (a RuntimeError) Docker, the host or Ray could not do it
@@ -118,6 +119,10 @@ class NotifyConfigError(UserInputError):
 
 class StallConfigError(UserInputError):
     """A hang-detection setting (VAD_STALL_*) is not a valid number; the message names the variable."""
+
+
+class SlurmOptionError(UserInputError):
+    """A SLURM run parameter (slurm_*) that cannot be used; the message names it and the rule (slurm_options.py)."""
 
 
 class BudgetConfigError(UserInputError):

@@ -30,6 +30,13 @@ def default_experiment_name() -> str:
     return time.strftime("dapo-%Y%m%d-%H%M%S")
 
 
+SLURM_FIELDS = tuple(name for name in TrainingSettings.model_fields if name.startswith("slurm_"))
+
+
+def default_of(name: str) -> object:
+    return TrainingSettings.model_fields[name].get_default()
+
+
 def draft_spec(
     *,
     target: str,
@@ -41,7 +48,11 @@ def draft_spec(
     swanlab: SwanlabAnswer | None,
     run_id: str,
 ) -> RunSpec:
-    """The spec a run is frozen to (start) or would be (preview): the same fields either way."""
+    """The spec a run is frozen to (start) or would be (preview): the same fields either way. The slurm_* parameters
+    belong to the SLURM target only: on any other target they are dropped (a VAD_SLURM_NODES in the server's
+    environment must not make a host run plan several nodes)."""
+    if target_kind != "slurm":
+        settings = settings.model_copy(update={name: default_of(name) for name in SLURM_FIELDS})
     return RunSpec(
         target=target, target_kind=target_kind, settings=settings.model_dump(mode="json"), verl_version=verl_version,
         features=features, proxy=proxy, swanlab=swanlab, run_dir=f"{settings.verl_home}/.verl-async-dapo/runs/{run_id}",

@@ -24,6 +24,7 @@ from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.api import RayAuthError
 from verl_async_dapo.targets.ray.auth import RayTokenError
 from verl_async_dapo.targets.ray.resources import assess
+from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
 from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting
@@ -140,7 +141,7 @@ class _Preflight:
 
     def _on_host(self) -> bool:
         """Advice differs: a host needs something installed, a container needs it mounted or in its image."""
-        return self.target.kind is TargetKind.HOST
+        return self.target.kind in (TargetKind.HOST, TargetKind.SLURM)  # SLURM: installed on the login node
 
     def add(self, name: str, status: CheckStatus, detail: str, fix: Text | None = None) -> None:
         self.checks.append(Check(name, status, detail, fix))
@@ -228,6 +229,18 @@ class _Preflight:
             pools = [("trainer", self.s.trainer_gpus), ("rollout", self.s.rollout_gpus)]
         for name, status, detail, fix in assess(await self.target.resources(), pools, RAY_RUNNER_CPUS[self.s.mode]):
             self.add(name, CheckStatus(status), detail, fix)
+
+    async def slurm_job(self) -> None:
+        """A SLURM target: the job's options against the scheduler, GPUs as the job asks for them (preflight_slurm)."""
+        from verl_async_dapo.preflight_slurm import slurm_checks
+
+        assert isinstance(self.target, SlurmTarget)
+        checks, no_gpus = await slurm_checks(self.target, self.s)
+        for name, status, detail, fix in checks:
+            self.add(name, CheckStatus(status), detail, fix)
+        if no_gpus:
+            self._no_gpus(f"the job asks SLURM for no GPU ({self.s.required_gpus()} needed)",
+                          "give slurm_gpus_per_node (or VAD_SLURM_GPUS_PER_NODE) and a partition with GPUs")  # fmt: skip
 
     async def verl(self) -> None:
         home = self.s.verl_home
@@ -394,7 +407,8 @@ async def run_preflight(target: Target, settings: TrainingSettings, features: Fe
         return report
     pf.add("target", CheckStatus.OK, f"{target.name} is reachable and running")
     await pf.guarded("python3", pf.python)
-    await pf.guarded("gpus", pf.ray_gpus if isinstance(target, RayTarget) else pf.gpus)
+    gpu_check = pf.ray_gpus if isinstance(target, RayTarget) else pf.slurm_job if isinstance(target, SlurmTarget) else pf.gpus
+    await pf.guarded("gpus", gpu_check)
     await pf.guarded("verl", pf.verl)
     if any(c.name == "verl" and c.status is CheckStatus.OK for c in pf.checks):
         await pf.guarded("entry", pf.entry)

@@ -87,11 +87,45 @@ class TrainingSettings(BaseSettings):
     reward_fn_name: str = Field("compute_score", validation_alias=AliasChoices("REWARD_FN_NAME", "reward_fn_name"))
     prompt_key: str = Field("prompt", validation_alias=AliasChoices("PROMPT_KEY", "prompt_key"))
     reward_fn_key: str | None = Field(None, validation_alias=AliasChoices("REWARD_FN_KEY", "reward_fn_key"))
+    # The SLURM target's batch-job parameters (slurm_options.py checks them; the other targets ignore them).
+    # VAD_ names: SLURM's own SLURM_* / SBATCH_* variables mean something else to sbatch.
+    slurm_partition: str | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_PARTITION", "slurm_partition"))
+    slurm_account: str | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_ACCOUNT", "slurm_account"))
+    slurm_nodes: int | None = Field(None, ge=1, le=1024, validation_alias=AliasChoices("VAD_SLURM_NODES", "slurm_nodes"))
+    slurm_gpus_per_node: int | None = Field(
+        None, ge=0, le=64, validation_alias=AliasChoices("VAD_SLURM_GPUS_PER_NODE", "slurm_gpus_per_node")
+    )
+    slurm_time_limit: str | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_TIME", "slurm_time_limit"))
+    # From the environment: one line per #SBATCH line.
+    slurm_sbatch_lines: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), validation_alias=AliasChoices("VAD_SLURM_SBATCH_LINES", "slurm_sbatch_lines")
+    )
+    slurm_startup_seconds: float | None = Field(
+        None, gt=0, le=86400, validation_alias=AliasChoices("VAD_SLURM_STARTUP_SECONDS", "slurm_startup_seconds")
+    )
+    slurm_step_seconds: float | None = Field(
+        None, gt=0, le=86400, validation_alias=AliasChoices("VAD_SLURM_STEP_SECONDS", "slurm_step_seconds")
+    )
+    slurm_start_ray: bool | None = Field(None, validation_alias=AliasChoices("VAD_SLURM_START_RAY", "slurm_start_ray"))
     # The user's own Hydra overrides, applied last (verl/user_overrides.py checks them). From the
     # environment: EXTRA_OVERRIDES, split like a shell would split it (no shell runs).
     extra_overrides: Annotated[tuple[str, ...], NoDecode] = Field(
         (), validation_alias=AliasChoices("EXTRA_OVERRIDES", "extra_overrides")
     )
+
+    @field_validator("slurm_sbatch_lines", mode="before")
+    @classmethod
+    def _split_lines(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(line.strip() for line in value.splitlines() if line.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _slurm_options(self) -> TrainingSettings:
+        from verl_async_dapo.slurm_options import options_from_settings
+
+        options_from_settings(self)  # raises SlurmOptionError (a ValueError) naming the parameter and the rule
+        return self
 
     @field_validator("framework", mode="before")
     @classmethod
@@ -223,7 +257,7 @@ def settings_with_values(values: dict[str, Any]) -> TrainingSettings:
 
 
 # Fields whose MCP argument / CLI flag is not simply the field name.
-_FACE_NAMES = {"extra_overrides": ("overrides", "--override")}
+_FACE_NAMES = {"extra_overrides": ("overrides", "--override"), "slurm_sbatch_lines": ("slurm_sbatch_lines", "--slurm-sbatch-line")}
 
 
 def mcp_argument(field: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -135,11 +136,14 @@ async def test_without_docker_the_host_is_offered_with_the_reason(
     reset_client()
     async with connect() as c:
         listing = await ok(c, "list_containers")
-        assert [x["name"] for x in listing["containers"]] == ["host"]
+        # A machine with the SLURM client commands (tests/run.sh installs them) offers its cluster too: no Docker.
+        slurm = shutil.which("sinfo") is not None and shutil.which("sbatch") is not None
+        assert [x["name"] for x in listing["containers"]] == ["host", *(["slurm"] if slurm else [])]
         assert listing["docker_note"] and "Docker is not reachable" in listing["docker_note"]
         assert "DOCKER_HOST" in listing["docker_note"] or "systemctl" in listing["docker_note"]
         # Nothing can be created without Docker: no "create new" choice, in the menu or the structured answer.
-        assert listing["menu_zh"].splitlines()[1:] == ["  [1] host (本机，不使用容器)", "", "请选择容器 (1):"]
+        lines = ["  [1] host (本机，不使用容器)", "  [2] slurm (SLURM 集群，每次训练作为批处理作业提交)"][: 1 + slurm]
+        assert listing["menu_zh"].splitlines()[1:] == [*lines, "", f"请选择容器 ({'1/2' if slurm else '1'}):"]
         assert "create a new container" not in listing["menu_en"] and listing.get("create_new") is None
         s = await ok(c, "select_container", {"name": "host"})  # the host works without Docker
         assert s["next_question"] == "proxy"

@@ -44,9 +44,18 @@ FLAGS: tuple[tuple[str, type, str], ...] = (
     ("reward_fn_name", str, "function in that file (REWARD_FN_NAME, compute_score)"),
     ("prompt_key", str, "dataset column of the prompt (PROMPT_KEY, prompt)"),
     ("reward_fn_key", str, "dataset column selecting the reward function (REWARD_FN_KEY)"),
+    ("slurm_partition", str, "SLURM target: partition (VAD_SLURM_PARTITION, the cluster's default)"),
+    ("slurm_account", str, "SLURM target: account (VAD_SLURM_ACCOUNT)"),
+    ("slurm_nodes", int, "SLURM target: nodes (VAD_SLURM_NODES, 1)"),
+    ("slurm_gpus_per_node", int, "SLURM target: --gpus-per-node (VAD_SLURM_GPUS_PER_NODE, the run's GPUs / nodes)"),
+    ("slurm_time_limit", str, "SLURM target: --time, e.g. 04:00:00 (VAD_SLURM_TIME, the partition's)"),
+    ("slurm_startup_seconds", float, "SLURM target: estimated start-up seconds (VAD_SLURM_STARTUP_SECONDS, 300)"),
+    ("slurm_step_seconds", float, "SLURM target: estimated seconds a step (VAD_SLURM_STEP_SECONDS, 60)"),
+    ("slurm_start_ray", str, "SLURM target: true/false, start Ray across the job's nodes (VAD_SLURM_START_RAY; "
+     "default only for several nodes)"),
 )
 # mode and framework are flags of their own (with choices); the features have --features.
-OTHER_FIELDS = ("mode", "framework", "extra_overrides")
+OTHER_FIELDS = ("mode", "framework", "extra_overrides", "slurm_sbatch_lines")
 
 
 def add_training_flags(p: argparse.ArgumentParser, *, with_version: bool = True) -> None:
@@ -58,6 +67,8 @@ def add_training_flags(p: argparse.ArgumentParser, *, with_version: bool = True)
         group.add_argument(f"--{field.replace('_', '-')}", dest=field, type=kind, help=text)
     group.add_argument("--override", dest="extra_overrides", action="append", metavar="KEY=VALUE",
                        help="a Hydra override of your own, applied last (repeatable; EXTRA_OVERRIDES)")  # fmt: skip
+    group.add_argument("--slurm-sbatch-line", dest="slurm_sbatch_lines", action="append", metavar="'#SBATCH --K=V'",
+                       help="SLURM target: an extra #SBATCH line (repeatable; VAD_SLURM_SBATCH_LINES)")  # fmt: skip
 
 
 def training_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -67,4 +78,6 @@ def training_params(args: argparse.Namespace) -> dict[str, Any]:
     out["framework"] = getattr(args, "framework", None)
     overrides = getattr(args, "extra_overrides", None)
     out["extra_overrides"] = tuple(overrides) if overrides else None
+    lines = getattr(args, "slurm_sbatch_lines", None)
+    out["slurm_sbatch_lines"] = tuple(lines) if lines else None
     return {k: v for k, v in out.items() if v is not None}

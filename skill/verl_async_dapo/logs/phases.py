@@ -18,6 +18,10 @@ each stage there, in this order:
 * ``validation generation end`` and every ``step:N - …`` metrics line                          → training
 * ``Final validation metrics``                                                                 → finishing
 
+A batch job (the SLURM target) adds one phase before all of these: ``[verl-async-dapo] queued:``, which the
+target writes into the log when it submits the job → queued (waiting in the scheduler's queue, not a hang), until
+the job script's ``[verl-async-dapo] started:`` → starting.
+
 Inside a step verl saves and validates *before* printing that step's metrics line, so the phase after
 ``local_global_step_folder`` is "saving checkpoint" until the next marker.
 """
@@ -29,6 +33,7 @@ from enum import Enum
 
 
 class Phase(str, Enum):
+    QUEUED = "queued"  # a batch job waiting for its allocation (targets/slurm/script.py's markers)
     STARTING = "starting"  # python imports, Hydra composition: before verl calls ray.init
     STARTING_RAY = "starting Ray"
     LOADING_MODEL = "loading model"
@@ -45,6 +50,8 @@ _STARTUP_ORDER = (Phase.STARTING, Phase.STARTING_RAY, Phase.LOADING_MODEL, Phase
 _RAY_UP = ("Started a local Ray instance", "Connected to Ray cluster", "Connecting to existing Ray cluster")
 _ROLLOUT_ACTORS = ("vLLMHttpServer pid=", "SGLangHttpServer pid=", "AsyncvLLMServer pid=", "AsyncSglangServer pid=")
 _ROLLOUT_LINES = ("Initializing a V1 LLM engine", "Capturing CUDA graph", "Initializing an LLM engine")
+_QUEUED_MARK = "[verl-async-dapo] queued:"  # the same text as targets/slurm/script.py (tested there)
+_JOB_STARTED_MARK = "[verl-async-dapo] started:"
 _FIT_STARTS = ("Checkpoint tracker file does not exist", "Training from scratch", "Load from checkpoint folder")
 
 
@@ -54,6 +61,8 @@ _ANY_MARKER_RE = re.compile(
         re.escape(m)
         for m in (
             "ray init kwargs",
+            _QUEUED_MARK,
+            _JOB_STARTED_MARK,
             *_RAY_UP,
             *_ROLLOUT_LINES,
             *_FIT_STARTS,
@@ -72,8 +81,16 @@ def next_phase(current: Phase, raw: str, line: str, *, training_started: bool) -
 
     ``training_started``: a metrics line was seen in this attempt (the first step is no longer warming up).
     """
+    if current is Phase.QUEUED:  # any sign of life ends the wait; the start-up markers count from "starting"
+        if _JOB_STARTED_MARK in line:
+            return Phase.STARTING
+        return next_phase(Phase.STARTING, raw, line, training_started=training_started) or Phase.STARTING
     starting = current in _STARTUP_ORDER
     if not (starting and "Server pid=" in raw) and _ANY_MARKER_RE.search(line) is None:
+        return None
+    if _QUEUED_MARK in line:
+        return Phase.QUEUED if current is Phase.STARTING else None
+    if _JOB_STARTED_MARK in line:
         return None
     if starting:
         rank = _STARTUP_ORDER.index(current)

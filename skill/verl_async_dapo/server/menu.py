@@ -29,6 +29,9 @@ def container_menu(containers: list[ContainerOut], can_create: bool = True) -> t
         if c.kind == "host":
             zh.append(f"  [{i}] host (本机，不使用容器)")
             en.append(f"  [{i}] host (this machine, no container)")
+        elif c.kind == "slurm" and c.state == "available":
+            zh.append(f"  [{i}] {c.name} (SLURM 集群，每次训练作为批处理作业提交)")
+            en.append(f"  [{i}] {c.name} (SLURM cluster, each attempt a batch job)")
         else:
             zh.append(f"  [{i}] {c.name} ({_STATE_ZH.get(c.state, c.state)})")
             en.append(f"  [{i}] {c.name} ({c.state})")

@@ -153,7 +153,7 @@ class SessionOut(_Out):
 
 class ContainerOut(_Out):
     name: str
-    kind: str = Field(description="docker or host")
+    kind: str = Field(description="docker, host, ray or slurm")
     state: str = Field(description="running / exited / created / paused …; available for the host")
     image: str | None = None
     gpus: str | None = Field(None, description='"all", device ids, or null when the container has no GPUs')

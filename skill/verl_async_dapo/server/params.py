@@ -78,6 +78,29 @@ OverridesArg = Annotated[
         "the target before anything starts. No secrets, no hydra.* keys, no '$'. Default EXTRA_OVERRIDES",
     ),
 ]
+SlurmPartitionArg = Annotated[str | None, Field(max_length=64, description="SLURM target: the partition (sinfo "
+                                                "lists them). Default VAD_SLURM_PARTITION or the cluster's default")]  # fmt: skip
+SlurmAccountArg = Annotated[str | None, Field(max_length=64, description="SLURM target: the account to charge. "
+                                              "Default VAD_SLURM_ACCOUNT or the user's default")]  # fmt: skip
+SlurmNodesArg = Annotated[int | None, Field(ge=1, le=1024, description="SLURM target: nodes of the job (Ray spans "
+                                            "them). Default VAD_SLURM_NODES or 1")]  # fmt: skip
+SlurmGpusPerNodeArg = Annotated[int | None, Field(ge=0, le=64, description="SLURM target: --gpus-per-node. Default "
+                                                  "VAD_SLURM_GPUS_PER_NODE or the run's GPUs / nodes")]  # fmt: skip
+SlurmTimeLimitArg = Annotated[str | None, Field(max_length=16, description="SLURM target: --time (minutes, HH:MM:SS "
+                                                "or D-HH:MM:SS). Default VAD_SLURM_TIME or the partition's")]  # fmt: skip
+SlurmSbatchLinesArg = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=256)]] | None,
+    Field(max_length=32, description="SLURM target: extra lines of the form '#SBATCH --key=value' (e.g. "
+          "'#SBATCH --cpus-per-task=64'); options this tool sets itself are refused. Default VAD_SLURM_SBATCH_LINES"),
+]  # fmt: skip
+SlurmStartupSecondsArg = Annotated[float | None, Field(gt=0, le=86400, description="SLURM target: estimated start-up "
+                                                       "seconds before step 1 (default 300); with slurm_step_seconds "
+                                                       "it refuses a time limit too short for one checkpoint")]  # fmt: skip
+SlurmStepSecondsArg = Annotated[float | None, Field(gt=0, le=86400, description="SLURM target: estimated seconds a "
+                                                    "training step (default 60)")]  # fmt: skip
+SlurmStartRayArg = Annotated[bool | None, Field(description="SLURM target: start a Ray cluster across the job's nodes "
+                                                "(head on the first, workers via srun). Default VAD_SLURM_START_RAY, "
+                                                "else only for several nodes (one node: verl's own ray.init)")]  # fmt: skip
 OomStepArg = Annotated[int, Field(ge=0, le=10, description="Show the plan after this many GPU-OOM recoveries")]
 
 # Argument name → TrainingSettings field.
@@ -89,6 +112,8 @@ ARGUMENT_FIELDS: dict[str, str] = {
         "ppo_mini_batch_size", "n_resp_per_prompt", "rollout_tp", "rollout_name", "gpu_memory_utilization",
         "save_freq", "ckpt_dir", "project_name", "experiment_name", "max_oom_retries", "actor_tp", "actor_pp",
         "actor_cp", "actor_ep", "ulysses_sp", "reward_fn_path", "reward_fn_name", "prompt_key", "reward_fn_key",
+        "slurm_partition", "slurm_account", "slurm_nodes", "slurm_gpus_per_node", "slurm_time_limit",
+        "slurm_sbatch_lines", "slurm_startup_seconds", "slurm_step_seconds", "slurm_start_ray",
     )
 } | {"overrides": "extra_overrides"}  # fmt: skip
 # Set by the features question (choose_features), not per call.
@@ -98,8 +123,9 @@ NOT_ARGUMENTS = frozenset({"user_features", "enable_offload"})
 def training_params(arguments: dict[str, object]) -> dict[str, object]:
     """Tool arguments → TrainingSettings fields (None = not given)."""
     out = {ARGUMENT_FIELDS[k]: v for k, v in arguments.items() if k in ARGUMENT_FIELDS and v is not None}
-    if "extra_overrides" in out:
-        out["extra_overrides"] = tuple(out["extra_overrides"])  # type: ignore[arg-type]
+    for name in ("extra_overrides", "slurm_sbatch_lines"):
+        if name in out:
+            out[name] = tuple(out[name])  # type: ignore[call-overload]
     return out
 
 

@@ -64,7 +64,7 @@ class Supervisor(AttemptWatching):
             raise ValueError(f"unknown run {run_id}")
         self.spec = RunSpec.model_validate(row.spec)
         self.settings = self.spec.training_settings()
-        self.target: Target = get_target(self.spec.target)
+        self.target: Target = get_target(self.spec.target, self.settings)  # a SLURM target submits with its options
         self._launched: set[int] = set()  # attempts started by this process (not reattached)
         self._target_gone: str | None = None
         self._stop_requested = False

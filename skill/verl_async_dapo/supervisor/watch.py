@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo.attempt_log import AttemptLog, attempt_error
+from verl_async_dapo.attempt_log import AttemptLog, scheduler_outcome
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
 from verl_async_dapo.logs.progress import ProgressParser
@@ -99,8 +99,10 @@ class AttemptWatching:
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
             self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
             return
-        # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
-        error = self.watchman.stalled_error(attempt.n) or attempt_error(text, exit_code, self.ctx.scrub)
+        # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed. Ended by a batch
+        # scheduler (SLURM's time limit, a preemption): the scheduler's word, then the log's.
+        error = self.watchman.stalled_error(attempt.n) or scheduler_outcome(status.scheduler_state, text, exit_code,
+                                                                            self.ctx.scrub)  # fmt: skip
         self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:

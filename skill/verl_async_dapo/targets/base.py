@@ -47,6 +47,7 @@ class TargetKind(str, Enum):
     DOCKER = "docker"
     HOST = "host"
     RAY = "ray"
+    SLURM = "slurm"
 
 
 # Exit code reported by Target.run when the program itself does not exist in the target.
@@ -171,6 +172,10 @@ class JobStatus:
     running: bool
     exit_code: int | None  # None while running or when the job never recorded one
     pgid: int | None
+    # Batch schedulers (the SLURM target): waiting in the queue (not a hang), and the scheduler's own state name
+    # (e.g. TIMEOUT, PREEMPTED: the scheduler ended it, targets/slurm/states.py). Other targets leave the defaults.
+    queued: bool = False
+    scheduler_state: str | None = None
 
 
 @dataclass(frozen=True)

@@ -215,9 +215,10 @@ def _kwargs(root: str, buffer: dict[str, bool | int | float], max_resp_len: int,
 def _trainer(inp: WorkflowInput) -> list[Override]:
     s = inp.settings
     gpus = s.colocated_gpus if s.mode is Mode.DAPO else s.trainer_gpus
+    nodes = s.slurm_nodes or 1  # several only on the SLURM target (plan._validate: DAPO, GPUs split evenly)
     return [
-        Override("trainer.nnodes", 1),
-        Override("trainer.n_gpus_per_node", gpus),
+        Override("trainer.nnodes", nodes),
+        Override("trainer.n_gpus_per_node", gpus // nodes),
         Override("trainer.total_training_steps", s.train_steps),
         Override("trainer.total_epochs", total_epochs(s)),
         Override("trainer.project_name", s.project_name),

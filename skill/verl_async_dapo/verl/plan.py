@@ -249,6 +249,13 @@ def _validate(s: TrainingSettings, profile: VersionProfile, par: parallel.Parall
     if s.rollout_name not in SUPPORTED_ROLLOUTS:
         raise PlanError(f"ROLLOUT_NAME={s.rollout_name!r} is not supported; use one of {', '.join(SUPPORTED_ROLLOUTS)}",
                         ("rollout_name",))  # fmt: skip
+    nodes = s.slurm_nodes or 1  # only a SLURM run spans nodes (launching.draft_spec drops slurm_* elsewhere)
+    if nodes > 1 and s.mode is Mode.ONE_STEP_OFF:
+        raise PlanError("one_step_off_policy across several SLURM nodes is not supported yet (its trainer and rollout "
+                        "pools would need a node split); use slurm_nodes=1 or mode dapo", ("slurm_nodes", "mode"))  # fmt: skip
+    if nodes > 1 and s.required_gpus() % nodes:
+        raise PlanError(f"the {s.required_gpus()} GPUs of the run must split evenly over slurm_nodes={nodes} (verl "
+                        "puts trainer.n_gpus_per_node on every node)", ("slurm_nodes", "n_gpus"))  # fmt: skip
     rollout_gpus = s.rollout_gpu_count()
     if rollout_gpus % s.resolved_rollout_tp():
         raise PlanError(

@@ -125,7 +125,10 @@ class Watchman:
             status = await self.target.job_status(handle)
             pgid = status.pgid
         except TargetError:
-            pgid = None
+            status, pgid = None, None
+        if status is not None and status.queued:  # pending in SLURM's queue: not a hang, nothing to report
+            tracker.queued(time.monotonic())
+            return
         bundle = await evidence.collect(self.target, handle, pgid)
         bundle = _bounded(self.ctx, bundle)
         action = ("Stopping it to relaunch from the last checkpoint (VAD_STALL_RELAUNCH=1)." if self.settings.relaunch

@@ -79,6 +79,11 @@ class StallTracker:
         self.flagged_at = None
         return cleared
 
+    def queued(self, now: float) -> None:
+        """The job is waiting in a batch scheduler's queue: that silence is a phase, not a hang (its clock restarts)."""
+        self.last_output_at = now
+        self.flagged_at = None
+
     def median_step_seconds(self) -> float | None:
         return statistics.median(self.gaps) if self.gaps else None
 
