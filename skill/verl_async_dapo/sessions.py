@@ -6,10 +6,13 @@ Every function validates everything before it writes anything, so bad input chan
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
+from verl_async_dapo import privileges as privileges_mod
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import (
     ContainerAnswer,
@@ -212,24 +215,25 @@ async def select_container(
     create: CreateSpec | None = None,
     *,
     allow_shared_gpus: bool = False,
-    mounts_confirmed: bool = False,
+    user_confirmed: bool = False,
     allow_no_gpus: bool = False,
     session_id: str | None = None,
 ) -> SessionView:
     """Question 1: an existing container, the host, or a new container (``create``).
 
-    A new container's mounts are reviewed first (``mount_review``): a mount that would hand out the host is
-    refused, and mounts outside the allow-list need ``mounts_confirmed`` (the user said yes)."""
+    A new container's mounts and privileges are reviewed first (``creation_review``): a mount that would hand out
+    the host is refused; mounts outside the allow-list and privileges the user did not pre-approve need
+    ``user_confirmed`` (the user said yes in a form; the model's word is not enough). Docker gets the mounts'
+    resolved paths, as checked."""
     if (name is None) == (create is None):
         raise UserInputError("give either name (an existing container or 'host') or create (a new container)")
+    granted: tuple[str, ...] = ()
     if create is not None:
-        unlisted = mount_review(ctx, create).unlisted
-        if unlisted and not mounts_confirmed:
-            raise MountsNeedConfirmation(
-                f"mounting {', '.join(unlisted)} needs the user's confirmation: these directories are outside the "
-                f"mount allow-list ({mounts.ALLOW_ENV}). Ask the user, then call select_container again with "
-                "confirm_mounts=true; nothing was created"
-            )
+        review = creation_review(ctx, create)
+        if review.needs_yes and not user_confirmed:
+            raise MountsNeedConfirmation(confirmation_refusal(review))
+        create = dataclasses.replace(create, mounts=review.resolved_mounts)
+        granted = tuple(p.value for p in review.privileges)
     sid = session_id or ctx.store.current_session()
     if sid is not None:
         run_state, _ = _run_state(ctx, sid)
@@ -262,22 +266,75 @@ async def select_container(
             "container, or pass {allow} if the user explicitly wants both",
             name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus")))  # fmt: skip
     answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus,
-                             allow_no_gpus=allow_no_gpus)  # fmt: skip
+                             allow_no_gpus=allow_no_gpus, privileges=granted)  # fmt: skip
     sid = sid or ctx.store.create_session()
     ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
     return view(ctx, sid)
 
 
 class MountsNeedConfirmation(UserInputError):
-    """Mounts outside the allow-list: the user has to say yes first."""
+    """Mounts outside the allow-list or extra privileges: the user has to say yes first."""
 
 
-def mount_review(ctx: AppContext, create: CreateSpec) -> mounts.MountReview:
-    """The review of a new container's mounts (raises UserInputError for one that would hand out the host)."""
+@dataclass(frozen=True)
+class CreationReview:
+    """What creating a container needs: the mounts resolved, and what only the user may approve."""
+
+    resolved_mounts: dict[str, str]  # resolved host dir → container dir: what Docker gets
+    unlisted: tuple[str, ...]  # resolved mount sources outside the allow-list
+    privileges: tuple[privileges_mod.Privilege, ...]  # every privilege asked for
+    unapproved: tuple[privileges_mod.Privilege, ...]  # those the user did not pre-approve in the environment
+
+    @property
+    def needs_yes(self) -> bool:
+        return bool(self.unlisted or self.unapproved)
+
+    def question(self, create: CreateSpec) -> str:
+        """The form's text: every mount (resolved, with its mode) and every privilege with what it hands out."""
+        writable = set(create.writable)
+        lines = "; ".join(f"{h} → {c} ({'read-write' if c in writable else 'read-only'})"
+                          for h, c in self.resolved_mounts.items())  # fmt: skip
+        text = f"Create container {create.name}"
+        if lines:
+            text += f" with these host directories mounted: {lines}"
+        if self.privileges:
+            text += f". Extra privileges beyond the confined default: {privileges_mod.describe(self.privileges)}"
+        return text + "?"
+
+
+def creation_review(ctx: AppContext, create: CreateSpec) -> CreationReview:
+    """The review of a new container (raises UserInputError for a mount that would hand out the host or an unknown
+    privilege)."""
     try:
-        return mounts.review(create.mounts, ctx.env)
+        review = mounts.review(create.mounts, ctx.env)
+        wanted = privileges_mod.parse(create.privileges)
     except mounts.MountRefused as exc:
         raise UserInputError(str(exc)) from None
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
+    resolved: dict[str, str] = {}
+    for host, inside in create.mounts.items():
+        real = review.resolved[host]
+        if real in resolved:
+            raise UserInputError(f"{host} and another mount source are the same directory {real}: mount it once")
+        resolved[real] = inside
+    approved = privileges_mod.pre_approved(ctx.env)
+    return CreationReview(resolved_mounts=resolved, unlisted=tuple(review.unlisted), privileges=wanted,
+                          unapproved=tuple(p for p in wanted if p not in approved))  # fmt: skip
+
+
+def confirmation_refusal(review: CreationReview) -> str:
+    """Why nothing was created without the user's yes, and what only the user can do about it (never an argument
+    the model could set)."""
+    parts = []
+    if review.unlisted:
+        parts.append(f"mounting {', '.join(review.unlisted)} (outside the mount allow-list {mounts.ALLOW_ENV})")
+    if review.unapproved:
+        parts.append(f"the privileges {', '.join(p.value for p in review.unapproved)}")
+    return (f"{' and '.join(parts)} need the user's own yes, and this client cannot show the user a form: the model "
+            f"cannot confirm it for them. The user can add the directories to {mounts.ALLOW_ENV} and the privileges "
+            f"to {privileges_mod.PRE_APPROVED_ENV} in the server's environment (then restart it), use a client with "
+            "forms, or create the container with docker themselves and select it by name; nothing was created")  # fmt: skip
 
 
 def set_proxy(

@@ -17,6 +17,7 @@ PACKAGE = "verl_async_dapo"
 ROOT = Path(__file__).resolve().parents[2] / "skill" / PACKAGE
 
 CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", "answers", "runspec", "exceptions", "status",
+        "privileges",
         "records",
         "wording", "memory", "errors",
         "verl", "logs")

@@ -24,6 +24,8 @@ import docker.types
 import requests.exceptions
 from docker.models.containers import Container
 
+from verl_async_dapo import privileges
+from verl_async_dapo.privileges import Privilege
 from verl_async_dapo.targets.base import (
     CONTAINER_NAME_RE,
     MANAGED_LABEL,
@@ -59,7 +61,7 @@ _LABEL_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 _GPU_ID = r"(?:[0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-zA-Z/-]{8,64})"
 _GPU_IDS_RE = re.compile(rf"^{_GPU_ID}(?:,{_GPU_ID})*$")
 _SHM_RE = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
-NETWORK_MODES = frozenset({"host", "none", "bridge"})
+NETWORK_MODES = frozenset({"none", "bridge"})
 
 _client: docker.DockerClient | None = None
 _client_lock = threading.Lock()
@@ -163,14 +165,44 @@ def _binds(mounts: Mapping[str, str], writable: tuple[str, ...] = ()) -> dict[st
                 raise InvalidTargetInput(f"mount {what} must be absolute, got {str(path)[:80]!r}")
             if any(ch in path for ch in ":\x00\n\r,") or ".." in path.split("/"):
                 raise InvalidTargetInput(f"mount {what} may not contain ':', ',', NUL, newlines or '..'")
-        if not Path(host).is_dir():
-            raise InvalidTargetInput(f"mount source {host!r} is not an existing directory on this machine")
-        why = mount_refusal(host, os.environ, Path.home())
+        why = _mount_source_problem(host)
         if why is not None:
-            raise InvalidTargetInput(f"refusing to mount {why}: a container runs as root, so this would hand out "
-                                     "the host")  # fmt: skip
+            raise InvalidTargetInput(why)
         binds[host] = {"bind": inside, "mode": "rw" if inside in writable else "ro"}
     return binds
+
+
+def _mount_source_problem(host: str) -> str | None:
+    """Why ``host`` may not be a bind source now, or None. Docker gets real paths only (issue 27, item 2): a path
+    with a symlink on the way could be re-pointed between the check and the mount, so the caller resolves it when it
+    checks (targets/mounts.py ``review``) and passes the result; here, and again before every start, it must still
+    be its own real path, an existing directory, and not one that hands out the host."""
+    if not Path(host).is_dir():
+        return f"mount source {host!r} is not an existing directory on this machine"
+    real = os.path.realpath(host)
+    if real != host.rstrip("/"):
+        return (f"mount source {host!r} is not its real path (it now resolves to {real!r}): a symlink on the way "
+                "could be re-pointed after the check; give the resolved directory")  # fmt: skip
+    why = mount_refusal(host, os.environ, Path.home())
+    if why is not None:
+        return f"refusing to mount {why}: a container runs as root, so this would hand out the host"
+    return None
+
+
+def _recheck_mounts(container: Container) -> None:
+    """Before a container of ours starts: its bind sources must still be what was checked when it was created (a
+    directory replaced by a symlink since then would otherwise be mounted where the link points). Containers the
+    user made themselves are theirs: their binds are not judged."""
+    attrs = container.attrs
+    if ((attrs.get("Config") or {}).get("Labels") or {}).get(MANAGED_LABEL) != "true":
+        return
+    for mount in attrs.get("Mounts") or []:
+        if mount.get("Type") != "bind":
+            continue
+        why = _mount_source_problem(str(mount.get("Source") or ""))
+        if why is not None:
+            raise TargetUnavailable(f"not starting container {container.name!r}: {why}. Its mounts changed since "
+                                    "it was created; check the directory, or create a new container")  # fmt: skip
 
 
 def _environment(env: Mapping[str, str]) -> dict[str, str]:
@@ -268,6 +300,7 @@ def _start_sync(container: Container, timeout: float) -> None:
                 raise TargetUnavailable(
                     f"container {name!r} exited right after starting (exit code {code}); see `docker logs {name}`"
                 )
+            _recheck_mounts(container)
             try:
                 container.start()
             except docker.errors.APIError as exc:
@@ -297,31 +330,50 @@ async def ensure_container_running(name: str, timeout: float = 30.0) -> None:
 
 
 def _create_kwargs(spec: CreateSpec, labels: Mapping[str, str] | None) -> dict[str, Any]:
+    """docker-py's create arguments: Docker's default confinement tightened, what verl needs set explicitly, and only
+    the privileges in ``spec.privileges`` (which the caller had the user approve) on top (privileges.py)."""
     validate_container_name(spec.name)
     validate_image_ref(spec.image)
     if spec.network_mode not in NETWORK_MODES:
-        raise InvalidTargetInput(f"network_mode must be one of {sorted(NETWORK_MODES)}")
+        raise InvalidTargetInput(
+            f"network_mode must be one of {sorted(NETWORK_MODES)} (the host's network is the host_network privilege)"
+        )
+    try:
+        granted = privileges.parse(spec.privileges)
+    except ValueError as exc:
+        raise InvalidTargetInput(str(exc)) from None
     kwargs: dict[str, Any] = {
         "image": spec.image,
         "command": ["sleep", "infinity"],
         "name": spec.name,
         "labels": _labels(labels),
-        "network_mode": spec.network_mode,
-        # Fixed server configuration from verl's documented recipe, never chosen by the model.
-        "cap_add": ["SYS_ADMIN"],
-        "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1)],
+        "network_mode": "host" if Privilege.HOST_NETWORK in granted else spec.network_mode,
+        # Never seccomp/apparmor=unconfined: Docker's default profiles stay on.
+        "security_opt": list(privileges.SECURITY_OPT),
+        "cap_drop": list(privileges.DROPPED_CAPS),
+        "ulimits": [
+            docker.types.Ulimit(name="memlock", soft=-1, hard=-1),
+            docker.types.Ulimit(name="stack", soft=privileges.STACK_BYTES, hard=privileges.STACK_BYTES),
+        ],
         "environment": _environment(spec.env),
         "volumes": _binds(spec.mounts, tuple(spec.writable)),
         # tini as PID 1 reaps the orphans a killed training job leaves; `sleep` would keep zombies.
         "init": True,
     }
+    caps = [name for p, name in ((Privilege.SYS_PTRACE, "SYS_PTRACE"), (Privilege.SYS_ADMIN, "SYS_ADMIN"))
+            if p in granted]  # fmt: skip
+    if caps:
+        kwargs["cap_add"] = caps
+    if Privilege.HOST_PID in granted:
+        kwargs["pid_mode"] = "host"
     # ipc=host makes shm_size moot (and some runtimes reject the pair), so exactly one of them.
-    if spec.shm_size:
-        if not _SHM_RE.fullmatch(spec.shm_size):
-            raise InvalidTargetInput(f"shm_size must look like '16g' or '10240m', got {spec.shm_size[:40]!r}")
-        kwargs["shm_size"] = spec.shm_size
-    else:
+    if Privilege.HOST_IPC in granted:
         kwargs["ipc_mode"] = "host"
+    else:
+        shm = spec.shm_size or privileges.DEFAULT_SHM_SIZE
+        if not _SHM_RE.fullmatch(shm):
+            raise InvalidTargetInput(f"shm_size must look like '16g' or '10240m', got {shm[:40]!r}")
+        kwargs["shm_size"], kwargs["ipc_mode"] = shm, "private"
     requests_ = _device_requests(spec.gpus)
     if requests_:
         kwargs["device_requests"] = requests_
@@ -341,6 +393,11 @@ def _create_started(client: docker.DockerClient, kwargs: dict[str, Any], start: 
         if exc.status_code == 409:
             raise TargetError(
                 f"a container named {kwargs['name']!r} already exists; select it or choose another name"
+            ) from exc
+        if exc.status_code == 404 and "network" in _short(exc):
+            raise TargetError(
+                f"this Docker Engine has no {kwargs['network_mode']!r} network ({_short(exc)}): create the container "
+                "with network 'none', or with the host_network privilege if the user wants the host's network"
             ) from exc
         raise
     if start:
@@ -368,7 +425,7 @@ def _create_sync(spec: CreateSpec, labels: Mapping[str, str] | None, start: bool
             raise
     # verl's recipe wants memlock unlimited, but some daemons may not grant it; the container
     # still trains without RDMA, so create it without and say so rather than fail.
-    kwargs.pop("ulimits")
+    kwargs["ulimits"] = [u for u in kwargs["ulimits"] if u.name != "memlock"]
     return dataclasses.replace(_create_started(client, kwargs, start), note=MEMLOCK_NOTE)
 
 
