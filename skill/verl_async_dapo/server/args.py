@@ -167,6 +167,12 @@ class ContainerConfirmation(BaseModel):
     create: bool = Field(description="Create the container with these mounts and privileges")
 
 
+class StartApproval(BaseModel):
+    """The form shown before a run starts with overrides or parameters that load code or write outside its tree."""
+
+    approve: bool = Field(description="Start training with exactly these values")
+
+
 class StopConfirmation(BaseModel):
     """The form shown to the user before a run is stopped (flat: elicitation allows primitives only)."""
 
