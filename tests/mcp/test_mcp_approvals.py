@@ -27,7 +27,7 @@ async def _no_run(c: Any) -> None:
 async def test_without_a_form_the_model_cannot_approve(connect: Callable[..., Any]) -> None:
     async with connect() as c:
         for args in ({"overrides": [EVIL]}, {"overrides": [OUTSIDE]}, {"reward_fn_path": "/tmp/reward.py"},
-                     {"ckpt_dir": "/root/ckpt"}):  # fmt: skip
+                     {"ckpt_dir": "/root/ckpt"}, {"verl_home": "/tmp/planted-verl"}):  # fmt: skip
             message = await refused(c, "start_training", args)
             shown = args.get("overrides", [None])[0] or next(f"{k}={v}" for k, v in args.items())
             assert shown in message and "cannot approve on the user's behalf" in message, message

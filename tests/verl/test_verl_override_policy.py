@@ -260,6 +260,9 @@ def test_the_reward_file_and_the_checkpoint_parameter_are_asked_too() -> None:
     assert approvals([], RUN_ROOT, reward_fn_path=None, ckpt_dir="/verl/checkpoints/x") == ()
     # A VERL_HOME of / does not make the system directories the run's tree.
     assert approvals([], "/", reward_fn_path=None, ckpt_dir="/etc/cron.d")
+    # VERL_HOME is where `python -m` imports verl from: code, when the caller names it.
+    (home,) = approvals([], "/tmp/planted", reward_fn_path=None, ckpt_dir=None, code_root="/tmp/planted")
+    assert home.what == "verl_home=/tmp/planted" and "Python" in home.why
 
 
 def _config_keys(version: str) -> set[str]:

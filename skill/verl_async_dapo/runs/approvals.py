@@ -28,7 +28,10 @@ class NeedsApproval(UserInputError):
 def of_settings(settings: TrainingSettings) -> tuple[Approval, ...]:
     items = [(o.key, o.value, o.text) for o in parse_user_overrides(settings.extra_overrides)]
     ckpt = checkpoint_dir_for(settings, "RUN") if settings.ckpt_dir else None
-    return approvals(items, settings.verl_home, reward_fn_path=settings.resolved_reward_fn_path(), ckpt_dir=ckpt)
+    # VERL_HOME always takes part: unchanged from the user's configuration it is dropped by ``needed`` like any other
+    # configured item; a caller's other directory is code and asked.
+    return approvals(items, settings.verl_home, reward_fn_path=settings.resolved_reward_fn_path(), ckpt_dir=ckpt,
+                     code_root=settings.verl_home)  # fmt: skip
 
 
 def needed(settings: TrainingSettings, params: dict[str, Any]) -> tuple[Approval, ...]:

@@ -166,11 +166,16 @@ class Approval:
 
 
 def approvals(
-    overrides: Iterable[tuple[str, str, str]], run_root: str, *, reward_fn_path: str | None, ckpt_dir: str | None
+    overrides: Iterable[tuple[str, str, str]], run_root: str, *, reward_fn_path: str | None, ckpt_dir: str | None,
+    code_root: str | None = None,
 ) -> tuple[Approval, ...]:
     """Everything of a run only the user may approve: the asked overrides ((key, value, text) each, shown as
-    written), the reward function file (code, always), and a checkpoint directory outside the run's tree."""
+    written), the reward function file (code, always), a checkpoint directory outside the run's tree, and
+    ``code_root`` when given (VERL_HOME: training runs ``python -m`` there, so its Python files are imported; the
+    caller drops it when it is the user's configured one)."""
     out: list[Approval] = []
+    if code_root:
+        out.append(Approval(f"verl_home={code_root}", "runs verl's Python code from this directory"))
     if reward_fn_path:
         out.append(Approval(f"reward_fn_path={reward_fn_path}", "imports this Python file as the reward function"))
     if ckpt_dir and outside_run_tree(ckpt_dir, run_root):
