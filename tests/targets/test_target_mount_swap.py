@@ -19,8 +19,7 @@ from target_helpers import unique_name
 from verl_async_dapo import sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.targets.base import CreateSpec, InvalidTargetInput, TargetUnavailable
-from verl_async_dapo.targets.docker import DockerTarget, create_container
-from verl_async_dapo.targets.docker import containers as docker_containers
+from verl_async_dapo.targets.docker import DockerTarget, create_args, create_container
 
 pytestmark = pytest.mark.docker
 
@@ -97,6 +96,6 @@ async def test_docker_never_gets_a_link(test_image: str, dirs: dict[str, Path]) 
     spec = CreateSpec(name=unique_name(), image=test_image, gpus="none", network_mode="none",
                       mounts={str(dirs["link"]): "/models"})  # fmt: skip
     with pytest.raises(InvalidTargetInput, match="not its real path"):
-        docker_containers._create_kwargs(spec, None)
-    ok = docker_containers._create_kwargs(dataclasses.replace(spec, mounts={str(dirs["good"]): "/models"}), None)
+        create_args.create_kwargs(spec, None)
+    ok = create_args.create_kwargs(dataclasses.replace(spec, mounts={str(dirs["good"]): "/models"}), None)
     assert list(ok["volumes"]) == [str(dirs["good"])]
