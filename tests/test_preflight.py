@@ -206,6 +206,15 @@ async def test_disk_thresholds(docker_target: DockerTarget, monkeypatch: pytest.
     assert error.status is CheckStatus.ERROR and "CKPT_DIR" in error.line(Face.CLI)
 
 
+async def test_disk_is_checked_where_the_run_really_writes(docker_target: DockerTarget) -> None:
+    """Issue 27: the user's trainer.default_local_dir decides, not the default checkpoint dir."""
+    ckpt = "/dev/shm/vad-ckpt/run1"  # a tmpfs of its own in the container: another file system than /verl's
+    disk = by_name(await run_preflight(docker_target, settings(CKPT_DIR="/verl/ckpt",
+                                                               EXTRA_OVERRIDES=f"trainer.default_local_dir={ckpt}")),
+                   "disk")  # fmt: skip
+    assert f"free at /dev/shm (checkpoints: {ckpt})" in disk.detail, disk.detail
+
+
 async def test_unreachable_target_is_one_error(docker_engine: None) -> None:
     report = await run_preflight(DockerTarget(f"vadt-missing-{uuid.uuid4().hex[:6]}"), settings())
     assert [c.name for c in report.checks] == ["target"]

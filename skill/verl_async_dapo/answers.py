@@ -22,6 +22,8 @@ class ContainerAnswer(BaseModel):
     created: bool = False  # created by us in this session
     allow_shared_gpus: bool = False  # the user accepted sharing GPUs with another active run
     allow_no_gpus: bool = False  # the user accepted a target without GPUs (preflight then only warns)
+    # A container created by us: the privileges beyond the confined default the user approved (privileges.py).
+    privileges: tuple[str, ...] = ()
 
 
 class ProxyAnswer(BaseModel):

@@ -193,6 +193,9 @@ def plan_training(
         version = DEFAULT_PLAN_VERSION
         assumed.append(f"verl {version}: start_training detects the version installed in the target (or pass "
                        "verl_version)")  # fmt: skip
+    from verl_async_dapo.runs import approvals
+
+    assumed += [f"start_training asks the user to approve: {line}" for line in approvals.pending(settings, params)]
     try:
         return preview(settings=settings, sources=settings_sources(params, ctx.env), features=features,
                        proxy_values=proxy_values, swanlab=swanlab, target=target, verl_version=version,

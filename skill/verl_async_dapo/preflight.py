@@ -26,6 +26,7 @@ from verl_async_dapo.targets.ray.auth import RayTokenError
 from verl_async_dapo.targets.ray.resources import assess
 from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.verl.profiles import profile_for_version
+from verl_async_dapo.verl.user_overrides import CHECKPOINT_KEY, user_value
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
 from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting
 
@@ -349,7 +350,8 @@ class _Preflight:
 
     async def disk(self) -> None:
         home = self.s.verl_home
-        ckpt = self.s.ckpt_dir or "checkpoints"
+        # Where the run really writes (issue 27): the user's trainer.default_local_dir wins over CKPT_DIR.
+        ckpt = user_value(self.s.extra_overrides, CHECKPOINT_KEY) or self.s.ckpt_dir or "checkpoints"
         ckpt = ckpt if ckpt.startswith("/") else posixpath.join(home, ckpt)
         ancestors = [ckpt]
         while ancestors[-1] != "/":

@@ -6,6 +6,7 @@ Every function validates everything before it writes anything, so bad input chan
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel
@@ -20,6 +21,11 @@ from verl_async_dapo.answers import (
     mask_url,
     normalise_no_proxy,
     normalise_proxy_value,
+)
+from verl_async_dapo.container_review import (
+    MountsNeedConfirmation,
+    confirmation_refusal,
+    creation_review,
 )
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import UserInputError
@@ -36,7 +42,6 @@ from verl_async_dapo.flow import (
     swanlab_asked,
     swanlab_key_wanted,
 )
-from verl_async_dapo.targets import mounts
 from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
 from verl_async_dapo.targets.registry import list_targets as list_all_targets
@@ -212,24 +217,25 @@ async def select_container(
     create: CreateSpec | None = None,
     *,
     allow_shared_gpus: bool = False,
-    mounts_confirmed: bool = False,
+    user_confirmed: bool = False,
     allow_no_gpus: bool = False,
     session_id: str | None = None,
 ) -> SessionView:
     """Question 1: an existing container, the host, or a new container (``create``).
 
-    A new container's mounts are reviewed first (``mount_review``): a mount that would hand out the host is
-    refused, and mounts outside the allow-list need ``mounts_confirmed`` (the user said yes)."""
+    A new container's mounts and privileges are reviewed first (``creation_review``): a mount that would hand out
+    the host is refused; mounts outside the allow-list and privileges the user did not pre-approve need
+    ``user_confirmed`` (the user said yes in a form; the model's word is not enough). Docker gets the mounts'
+    resolved paths, as checked."""
     if (name is None) == (create is None):
         raise UserInputError("give either name (an existing container or 'host') or create (a new container)")
+    granted: tuple[str, ...] = ()
     if create is not None:
-        unlisted = mount_review(ctx, create).unlisted
-        if unlisted and not mounts_confirmed:
-            raise MountsNeedConfirmation(
-                f"mounting {', '.join(unlisted)} needs the user's confirmation: these directories are outside the "
-                f"mount allow-list ({mounts.ALLOW_ENV}). Ask the user, then call select_container again with "
-                "confirm_mounts=true; nothing was created"
-            )
+        review = creation_review(ctx, create)
+        if review.needs_yes and not user_confirmed:
+            raise MountsNeedConfirmation(confirmation_refusal(review))
+        create = dataclasses.replace(create, mounts=review.resolved_mounts)
+        granted = tuple(p.value for p in review.privileges)
     sid = session_id or ctx.store.current_session()
     if sid is not None:
         run_state, _ = _run_state(ctx, sid)
@@ -262,22 +268,10 @@ async def select_container(
             "container, or pass {allow} if the user explicitly wants both",
             name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus")))  # fmt: skip
     answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus,
-                             allow_no_gpus=allow_no_gpus)  # fmt: skip
+                             allow_no_gpus=allow_no_gpus, privileges=granted)  # fmt: skip
     sid = sid or ctx.store.create_session()
     ctx.store.set_answer(sid, Question.CONTAINER.value, answer.model_dump())
     return view(ctx, sid)
-
-
-class MountsNeedConfirmation(UserInputError):
-    """Mounts outside the allow-list: the user has to say yes first."""
-
-
-def mount_review(ctx: AppContext, create: CreateSpec) -> mounts.MountReview:
-    """The review of a new container's mounts (raises UserInputError for one that would hand out the host)."""
-    try:
-        return mounts.review(create.mounts, ctx.env)
-    except mounts.MountRefused as exc:
-        raise UserInputError(str(exc)) from None
 
 
 def set_proxy(

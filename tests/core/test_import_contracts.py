@@ -17,7 +17,7 @@ PACKAGE = "verl_async_dapo"
 ROOT = Path(__file__).resolve().parents[2] / "skill" / PACKAGE
 
 CORE = ("flow", "features", "policy", "rollout_policy", "categories", "redact", "answers", "runspec", "exceptions", "status",
-        "slurm_options",
+        "slurm_options", "privileges",
         "records",
         "wording", "memory", "errors",
         "verl", "logs")

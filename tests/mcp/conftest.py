@@ -35,7 +35,8 @@ def isolated_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     for name in ("VERL_HOME", "VERL_VERSION", "MODE", "FRAMEWORK", "MODEL_PATH", "TRAIN_FILE", "VAL_FILE",
                  "TRAIN_STEPS", "TRAINER_GPUS", "ROLLOUT_GPUS", "N_GPUS", "MAX_RESPONSE_LENGTH", "MAX_OOM_RETRIES",
                  "USER_FEATURES", "ENABLE_OFFLOAD", "EXP_NAME", "CKPT_DIR",
-                 "VERL_ASYNC_DAPO_HTTP_TOKEN", "VERL_ASYNC_DAPO_ALLOWED_HOSTS"):  # fmt: skip
+                 "VERL_ASYNC_DAPO_HTTP_TOKEN", "VERL_ASYNC_DAPO_ALLOWED_HOSTS",
+                 "VERL_ASYNC_DAPO_CONTAINER_PRIVILEGES", "VERL_ASYNC_DAPO_MOUNT_ALLOW"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("VERL_ASYNC_DAPO_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("VERL_ASYNC_DAPO_CONFIG_DIR", str(tmp_path / "config"))

@@ -3,11 +3,13 @@
 Seen before the fix: one ``select_container create`` call mounted ``/`` and ``/run`` (with ``docker.sock``)
 read-write without asking. Now: system and home directories, their ancestors, anything holding a Docker socket and
 symlinks resolving there are refused before Docker is touched; directories outside the allow-list need the user's
-yes (a form, else ``confirm_mounts=true``); nothing changes on a refusal. Real files, a real unix socket.
+yes in a form (issue 27: without one the call is refused, the model cannot confirm); nothing changes on a refusal.
+Real files, a real unix socket.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -70,18 +72,25 @@ async def test_a_directory_holding_a_docker_socket_is_refused(
         assert (await ok(c, "get_session"))["session_id"] is None
 
 
-async def test_outside_the_allow_list_without_a_form_needs_confirm(
-    connect: Callable[..., Any], tmp_path: Path, docker_engine: None
+async def test_outside_the_allow_list_without_a_form_the_model_cannot_confirm(
+    connect: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_engine: None
 ) -> None:
+    """Issue 27 (item 6): before, ``confirm_mounts=true`` from the model passed for a client without forms."""
     data = tmp_path / "my-data"
     data.mkdir()
     async with connect() as c:
         message = await refused(c, "select_container", _create({str(data): "/data"}))
-        assert "confirm_mounts=true" in message and str(data) in message, message
+        assert "cannot confirm it for them" in message and str(data) in message, message
+        assert "VERL_ASYNC_DAPO_MOUNT_ALLOW" in message and "confirm_mounts" not in message, message
         assert (await ok(c, "get_session"))["session_id"] is None
-        # With the user's yes passed along, the mounts pass and the call goes on to Docker (the image is missing).
-        message = await refused(c, "select_container", _create({str(data): "/data"}, writable=["/data"]) | {
-            "confirm_mounts": True})  # fmt: skip
+        # The old argument is gone: passed anyway, it changes nothing.
+        result = await c.call_tool("select_container", _create({str(data): "/data"}) | {"confirm_mounts": True})
+        assert result.is_error and MISSING_IMAGE not in result_text(result), result_text(result)
+        assert (await ok(c, "get_session"))["session_id"] is None
+    # What the user can do: put the directory on the allow-list in the server's environment.
+    monkeypatch.setenv("VERL_ASYNC_DAPO_MOUNT_ALLOW", str(data))
+    async with connect() as c:
+        message = await refused(c, "select_container", _create({str(data): "/data"}, writable=["/data"]))
         assert MISSING_IMAGE in message and "mount" not in message.lower(), message
 
 
@@ -90,18 +99,59 @@ async def test_outside_the_allow_list_the_user_is_asked(
 ) -> None:
     data = tmp_path / "my-data"
     data.mkdir()
-    declined = Form(content={"mount": False})
+    (tmp_path / "link-to-data").symlink_to(data)
+    declined = Form(content={"create": False})
     async with connect(elicitation_callback=declined) as c:
-        message = await refused(c, "select_container", _create({str(data): "/data"}))
+        message = await refused(c, "select_container", _create({str(tmp_path / "link-to-data"): "/data"}))
         assert "declined" in message
         assert (await ok(c, "get_session"))["session_id"] is None
     assert len(declined.asked) == 1
-    assert str(data) in declined.asked[0].message and "read-only" in declined.asked[0].message
-    accepted = Form(content={"mount": True})
+    # The form shows the resolved directory (what Docker will get), not the link.
+    asked = declined.asked[0].message
+    assert f"{data} → /data (read-only)" in asked and "link-to-data" not in asked, asked
+    accepted = Form(content={"create": True})
     async with connect(elicitation_callback=accepted) as c:
         result = await c.call_tool("select_container", _create({str(data): "/data"}))
         assert result.is_error and MISSING_IMAGE in result_text(result), result_text(result)
     assert len(accepted.asked) == 1
+
+
+async def test_extra_privileges_are_asked_of_the_user_and_named(
+    connect: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, docker_client: Any, test_image: str
+) -> None:
+    """Issue 27 (item 1): a privilege beyond the confined default needs the user's yes, whatever the model says."""
+    args = _create({}, privileges=["sys_admin", "host_network"])
+    async with connect() as c:  # no form: refused, and the refusal says what the user can do
+        message = await refused(c, "select_container", args)
+        assert "sys_admin" in message and "VERL_ASYNC_DAPO_CONTAINER_PRIVILEGES" in message, message
+        assert (await ok(c, "get_session"))["session_id"] is None
+    declined = Form(content={"create": False})
+    async with connect(elicitation_callback=declined) as c:
+        assert "declined" in await refused(c, "select_container", args)
+        assert (await ok(c, "get_session"))["session_id"] is None
+    (asked,) = declined.asked
+    assert "sys_admin (--cap-add SYS_ADMIN" in asked.message and "release_agent" in asked.message, asked.message
+    assert "host_network (--network host" in asked.message
+    # --privileged is not offered at all, whatever the form would say.
+    async with connect(elicitation_callback=Form(content={"create": True})) as c:
+        await refused(c, "select_container", _create({}, privileges=["privileged"]))
+        assert (await ok(c, "get_session"))["session_id"] is None
+    # Pre-approved by the user in the server's environment: created with it, no question, named in the answer.
+    monkeypatch.setenv("VERL_ASYNC_DAPO_CONTAINER_PRIVILEGES", "sys_ptrace")
+    name = f"vad-priv-{os.getpid()}"
+    form = Form(content={"create": False})
+    try:
+        async with connect(elicitation_callback=form) as c:
+            out = await ok(c, "select_container", {"create": {"name": name, "image": test_image, "gpus": "none",
+                                                              "network": "none", "privileges": ["sys_ptrace"]},
+                                                   "allow_no_gpus": True})  # fmt: skip
+        assert form.asked == []
+        assert out["answers"]["container"]["privileges"] == ["sys_ptrace"]
+        hc = docker_client.api.inspect_container(name)["HostConfig"]
+        assert hc["CapAdd"] in (["SYS_PTRACE"], ["CAP_SYS_PTRACE"]) and hc["SecurityOpt"] == ["no-new-privileges"]
+    finally:
+        with contextlib.suppress(Exception):
+            docker_client.containers.get(name).remove(force=True)
 
 
 async def test_inside_the_allow_list_nobody_is_asked(
@@ -110,7 +160,7 @@ async def test_inside_the_allow_list_nobody_is_asked(
     allowed = tmp_path / "datasets"
     (allowed / "gsm8k").mkdir(parents=True)
     monkeypatch.setenv("VERL_ASYNC_DAPO_MOUNT_ALLOW", f"/nonexistent:{allowed}")
-    form = Form(content={"mount": True})
+    form = Form(content={"create": True})
     async with connect(elicitation_callback=form) as c:
         result = await c.call_tool("select_container", _create({str(allowed / "gsm8k"): "/data"}))
         assert result.is_error and MISSING_IMAGE in result_text(result), result_text(result)

@@ -36,10 +36,12 @@ def test_every_settings_field_is_an_argument_and_a_flag() -> None:
 def test_start_and_plan_take_the_same_arguments() -> None:
     start = list(inspect.signature(server_training.start_training).parameters)
     plan = list(inspect.signature(server_training.plan_training).parameters)
-    # start alone applies preflight's memory fix (preflight runs only there); plan alone previews an OOM step.
-    assert plan == [*[a for a in start if a != "apply_memory_fix"], "oom_step"]
-    assert start[-1] == "apply_memory_fix"
-    assert set(start) - {"ctx", "apply_memory_fix"} == set(server_params.ARGUMENT_FIELDS)
+    # start alone applies preflight's memory fix (preflight runs only there) and asks the user's approval (a form,
+    # not an argument: issue 27); plan alone previews an OOM step.
+    only_start = ("apply_memory_fix", "approval")
+    assert plan == [*[a for a in start if a not in only_start], "oom_step"]
+    assert start[-1] == "apply_memory_fix" and start[1] == "approval"
+    assert set(start) - {"ctx", *only_start} == set(server_params.ARGUMENT_FIELDS)
 
 
 async def test_plan_training_shows_the_launch_and_stores_nothing(connect: Callable[..., Any]) -> None:

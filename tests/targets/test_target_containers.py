@@ -75,13 +75,15 @@ async def test_create_follows_verls_recipe(
     hc = attrs["HostConfig"]
     assert attrs["Config"]["Labels"][MANAGED_LABEL] == "true"
     assert attrs["Config"]["Cmd"] == ["sleep", "infinity"]
-    assert hc["IpcMode"] == "host"
+    # Confined (issue 27; tests/targets/test_target_confinement.py): its own IPC namespace with verl's 10g /dev/shm.
+    assert (hc["IpcMode"], hc["ShmSize"]) == ("private", 10 << 30)
     assert not hc.get("DeviceRequests")
     assert hc["NetworkMode"] == "none"
-    assert hc["CapAdd"] in (["SYS_ADMIN"], ["CAP_SYS_ADMIN"])
-    # memlock unlimited, unless this daemon may not raise it (then the info says so).
+    assert not hc.get("CapAdd") and hc["SecurityOpt"] == ["no-new-privileges"]
+    # memlock unlimited, unless this daemon may not raise it (then the info says so); NVIDIA's 64 MiB stack.
     limits = [(u["Name"], u["Soft"], u["Hard"]) for u in hc.get("Ulimits") or []]
-    assert limits == [("memlock", -1, -1)] or (not limits and info.note and "memlock" in info.note)
+    stack = ("stack", 64 << 20, 64 << 20)
+    assert limits == [("memlock", -1, -1), stack] or (limits == [stack] and info.note and "memlock" in info.note)
     # Read-only where training only reads (issue 20): only the declared writable mount is rw.
     assert sorted(hc["Binds"]) == [f"{tmp_path}/ckpt:/workspace/ckpt:rw", f"{tmp_path}/data:/workspace/data:ro"]
     assert hc["Init"] is True
@@ -129,8 +131,9 @@ async def test_gpu_requests(
     assert info.state == "created" and info.gpus == gpus
     hc = host_config(docker_client, name)
     (request,) = hc["DeviceRequests"]
-    assert [(u["Name"], u["Soft"], u["Hard"]) for u in hc["Ulimits"]] == [("memlock", -1, -1)]
-    assert hc["IpcMode"] == "host" and hc["CapAdd"] in (["SYS_ADMIN"], ["CAP_SYS_ADMIN"])
+    assert [(u["Name"], u["Soft"], u["Hard"]) for u in hc["Ulimits"]] == [("memlock", -1, -1),
+                                                                          ("stack", 64 << 20, 64 << 20)]
+    assert hc["IpcMode"] == "private" and not hc.get("CapAdd")
     assert request["Capabilities"] == [["gpu"]]
     assert {k: request.get(k) for k in expected} == expected
 

@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apply-memory-fix", action="store_true",
                    help="apply preflight's GPU-memory fix (lower rollout share, memory features), then start")
     p.add_argument("--allow-shared-gpus", action="store_true")
+    p.add_argument("--approve", action="store_true",
+                   help="approve the overrides/parameters that load code (reward function, custom classes, "
+                        "external libs, trust_remote_code) or write outside VERL_HOME; a terminal asks instead")
     _add_no_gpus(p)
     p.add_argument("--wait", action="store_true", help="block until the run ends (exit 0 only if it succeeded)")
     add_training_flags(p)

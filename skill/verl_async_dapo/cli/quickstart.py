@@ -10,11 +10,21 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from typing import Any
 
 from verl_async_dapo import sessions
 from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.runs import StartResult, no_gpus_allowed, refuse_unplannable, settings_with, start_training
+from verl_async_dapo.runs import (
+    StartResult,
+    approval_texts,
+    approvals_needed,
+    check_approvals,
+    no_gpus_allowed,
+    refuse_unplannable,
+    settings_with,
+    start_training,
+)
 from verl_async_dapo.wording import Face
 
 
@@ -28,6 +38,8 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = training_params(args)
     settings = settings_with(ctx, params)  # validate every variable before anything is created
+    approved = _approve(ctx, params, args.approve)  # asked before anything is looked at or created
+    check_approvals(ctx, params, approved)
     await refuse_unplannable(args.container, settings, args.features, skip_preflight=args.skip_preflight,
                              allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))  # before a session exists
     sid = ctx.store.create_session()
@@ -46,12 +58,27 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         if sessions.swanlab_question_asked(ctx):
             await _ask_swanlab(ctx, args, sid)
         result = await start_training(ctx, params, skip_preflight=args.skip_preflight, session_id=sid, face=Face.CLI,
-                                      apply_memory_fix=args.apply_memory_fix)
+                                      apply_memory_fix=args.apply_memory_fix, approved=approved)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
         ctx.store.abandon_session(sid)
         raise
     return result
+
+
+def _approve(ctx: AppContext, params: dict[str, Any], flag: bool) -> tuple[str, ...]:
+    """The items only the user may approve (issue 27): --approve, or a yes typed at the terminal; else none (the
+    start then refuses, naming them and the flag)."""
+    texts = approval_texts(ctx, params)
+    if not texts or flag:
+        return texts
+    if not sys.stdin.isatty():
+        return ()
+    print("These load code or write outside the run's tree:", file=sys.stderr)
+    for line in approvals_needed(ctx, params):
+        print(f"  {line}", file=sys.stderr)
+    answer = input("Start training with exactly these values? [y/N] ").strip().lower()
+    return texts if answer in ("y", "yes") else ()
 
 
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:

@@ -17,6 +17,7 @@ from verl_async_dapo.launching import draft_spec, plan_for
 from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.preflight_memory import MemoryFix
 from verl_async_dapo.prelaunch import validate_overrides
+from verl_async_dapo.runs import approvals
 from verl_async_dapo.runs.supervision import spawn_supervisor
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
@@ -52,6 +53,21 @@ def settings_with(ctx: AppContext | None, overrides: dict[str, Any]) -> Training
         return settings_with_values(overrides)
     except ParamError as exc:
         raise UserInputError(str(exc), exc.params) from None
+
+
+def approvals_needed(ctx: AppContext, params: dict[str, Any]) -> list[str]:
+    """What start_training with ``params`` would need the user to approve (the lines for the form)."""
+    return approvals.pending(settings_with(ctx, params), params)
+
+
+def approval_texts(ctx: AppContext, params: dict[str, Any]) -> tuple[str, ...]:
+    """The items of ``approvals_needed`` as start_training's ``approved`` takes them."""
+    return approvals.texts(settings_with(ctx, params), params)
+
+
+def check_approvals(ctx: AppContext, params: dict[str, Any], approved: tuple[str, ...]) -> None:
+    """start_training's approval gate on its own (the CLI asks before it opens a session)."""
+    approvals.check(settings_with(ctx, params), params, approved)
 
 
 def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer | None:
@@ -109,6 +125,7 @@ async def start_training(
     ctx: AppContext, params: dict[str, Any], *, skip_preflight: bool = False, session_id: str | None = None,
     face: Face = Face.MCP,
     apply_memory_fix: bool = False,
+    approved: tuple[str, ...] = (),
 ) -> StartResult:
     """Preflight, freeze the session into a run, start its supervisor; returns at once.
 
@@ -118,7 +135,12 @@ async def start_training(
 
     ``apply_memory_fix``: the user agreed to preflight's memory fix (a lower rollout share, memory features);
     it is applied and preflight runs again with it, so what starts is what was checked.
+
+    ``approved``: the items the user approved (runs/approvals.py: overrides and parameters that load code or write
+    outside the run's tree, as shown to them); anything else of that kind refuses the start.
     """
+    settings = settings_with(ctx, params)
+    approvals.check(settings, params, approved)  # before anything else: nothing of such a run is looked at
     sid = session_id or ctx.store.current_session()
     if sid is None:
         raise UserInputError(Say("no session yet: {how}", how=Term(mcp="call list_containers, then select_container",
@@ -127,7 +149,6 @@ async def start_training(
     run = ctx.store.run_for_session(sid)
     check_start_allowed({Question(k): v for k, v in answers.items()}, preconfigured_swanlab(ctx) is not None,
                         RUN_TO_SESSION_STATE[run.status] if run else None)  # fmt: skip
-    settings = settings_with(ctx, params)
     container = ContainerAnswer.model_validate(answers[Question.CONTAINER.value])
     target = get_target(container.name)
     features = FeaturesAnswer.model_validate(answers[Question.FEATURES.value])

@@ -70,7 +70,8 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     docker_note = next((c.note for c in containers if c.kind == "host" and c.note), None)
     menu_zh, menu_en = container_menu(containers, can_create=docker_note is None)
     create = wire.CreateOption(how="select_container with create={name, image, gpus, shm_size, mounts}; the image "
-                                   "must be on this machine already (docker pull IMAGE first)")  # fmt: skip
+                                   "must be on this machine already (docker pull IMAGE first). The container is "
+                                   "confined; extra privileges only if the user asks (privileges)")  # fmt: skip
     return wire.ContainersOut(
         containers=containers,
         create_new=None if docker_note else create,
@@ -78,51 +79,55 @@ async def list_containers(ctx: Context[AppContext]) -> wire.ContainersOut:
     )  # fmt: skip
 
 
-async def _ask_mounts(create: wire.CreateArg, ctx: Context[AppContext]) -> Elicit[wire.MountConfirmation] | NotAsked:
-    """Ask the user before mounting host directories outside the allow-list (the model cannot say yes for them)."""
-    if create is None or not create.mounts:
+async def _ask_creation(
+    create: wire.CreateArg, ctx: Context[AppContext]
+) -> Elicit[wire.ContainerConfirmation] | NotAsked:
+    """Ask the user before mounting host directories outside the allow-list or adding privileges (the model cannot
+    say yes for them: without a form the call is refused, with what the user can do instead)."""
+    if create is None or not (create.mounts or create.privileges):
         return NotAsked("not_needed")
     app = app_of(ctx)
+    spec = create.to_spec()
     with service_errors(app):
-        review = await off_loop(sessions.mount_review, app, create.to_spec())
-    if not review.unlisted:
+        review = await off_loop(sessions.creation_review, app, spec)
+    if not review.needs_yes:
         return NotAsked("not_needed")
     if not can_elicit(ctx):
         return NotAsked("cannot_ask")
-    writable = set(create.writable)
-    lines = "; ".join(f"{review.resolved[h]} → {c} ({'read-write' if c in writable else 'read-only'})"
-                      for h, c in create.mounts.items())  # fmt: skip
-    return Elicit(f"Create container {create.name} with these host directories mounted? {lines}",
-                  wire.MountConfirmation)  # fmt: skip
+    # Deterministic text: the SDK re-runs resolvers each round and pins answers to the question.
+    return Elicit(review.question(spec), wire.ContainerConfirmation)
 
 
 @tool("Select container", read_only=False, idempotent=False, open_world=True)
 async def select_container(
     ctx: Context[AppContext],
-    mounts_answer: Annotated[ElicitationResult[wire.MountConfirmation], Resolve(_ask_mounts)],
+    creation_answer: Annotated[ElicitationResult[wire.ContainerConfirmation], Resolve(_ask_creation)],
     name: wire.ContainerChoice = None,
     create: wire.CreateArg = None,
     allow_shared_gpus: wire.AllowSharedGpus = False,
-    confirm_mounts: wire.ConfirmMountsArg = False,
     allow_no_gpus: wire.AllowNoGpus = False,
 ) -> wire.SessionOut:
     """Records the answer to question 1 (where training runs): an existing container, 'host', or a
     new container created from an image. Starts a new setup session when none is open; may be
-    called again to change the answer before training starts. Mounts outside the allow-list are
-    confirmed by the user in a form; where the client has none, the call needs confirm_mounts=true."""
+    called again to change the answer before training starts. A new container is confined (no added
+    capabilities, no-new-privileges, Docker's seccomp profile, its own network, IPC and PID namespaces);
+    mounts outside the allow-list and any extra privileges are confirmed by the user in a form, and a
+    client without forms is refused (the user can pre-approve them in the server's environment)."""
     app = app_of(ctx)
-    data = mounts_answer.data if isinstance(mounts_answer, AcceptedElicitation) else None
-    if isinstance(data, wire.MountConfirmation):
-        confirmed = data.mount
-        if not confirmed:
-            raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
+    data = creation_answer.data if isinstance(creation_answer, AcceptedElicitation) else None
+    if isinstance(data, wire.ContainerConfirmation):
+        if not data.create:
+            raise ToolError("not created: the user declined the container's mounts or privileges in the "
+                            "confirmation form; nothing was changed")  # fmt: skip
+        confirmed = True
     elif isinstance(data, NotAsked):
-        confirmed = data.why == "not_needed" or confirm_mounts
+        confirmed = False  # not needed, or no form: the service refuses what needs the user's yes
     else:
-        raise ToolError("not created: the user declined the mounts in the confirmation form; nothing was changed")
+        raise ToolError("not created: the user declined the container's mounts or privileges in the confirmation "
+                        "form; nothing was changed")  # fmt: skip
     with service_errors(app):
         view = await off_loop(sessions.select_container, app, name, create.to_spec() if create else None,
-                              allow_shared_gpus=allow_shared_gpus, mounts_confirmed=confirmed,
+                              allow_shared_gpus=allow_shared_gpus, user_confirmed=confirmed,
                               allow_no_gpus=allow_no_gpus)  # fmt: skip
     return _session(view)
 

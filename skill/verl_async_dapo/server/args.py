@@ -82,7 +82,7 @@ SwanlabSave = Annotated[
     bool, Field(description="Also store the setting in the user's SwanLab config file (0600) for later sessions")
 ]
 class CreateContainerIn(BaseModel):
-    """A new training container, created the way verl documents it (GPUs, host network, shared memory)."""
+    """A new training container: GPUs, shared memory and ulimits as verl needs them, otherwise confined."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -100,7 +100,7 @@ class CreateContainerIn(BaseModel):
     ] = "all"
     shm_size: Annotated[
         str | None,
-        Field(max_length=16, pattern=r"^[1-9][0-9]{0,12}[bkmgBKMG]?$", description="e.g. 64g; omitted = ipc=host"),
+        Field(max_length=16, pattern=r"^[1-9][0-9]{0,12}[bkmgBKMG]?$", description="shared-memory size, e.g. 64g; omitted = 10g"),
     ] = None
     mounts: Annotated[
         dict[Annotated[str, Field(max_length=4096)], Annotated[str, Field(max_length=4096)]],
@@ -115,12 +115,24 @@ class CreateContainerIn(BaseModel):
         list[Annotated[str, Field(max_length=4096)]],
         Field(max_length=16, description="Container directories of mounts that training writes (checkpoints)"),
     ] = []
+    network: Annotated[
+        Literal["bridge", "none"],
+        Field(description="The container's own network (bridge) or none; the host's network is the host_network "
+                          "privilege"),
+    ] = "bridge"  # fmt: skip
+    privileges: Annotated[
+        list[Literal["sys_ptrace", "sys_admin", "host_network", "host_ipc", "host_pid"]],
+        Field(max_length=5, description="Extra privileges beyond the confined default (no added capabilities, "
+              "no-new-privileges, Docker's seccomp profile, its own IPC/PID namespaces, 10g /dev/shm). Each is asked "
+              "of the user in a form and named in the answer; only when the user wants one"),
+    ] = []  # fmt: skip
 
     def to_spec(self) -> CreateSpec:
         from verl_async_dapo.sessions import CreateSpec
 
         return CreateSpec(name=self.name, image=self.image, gpus=self.gpus, shm_size=self.shm_size,
-                          mounts=dict(self.mounts), writable=tuple(self.writable))  # fmt: skip
+                          mounts=dict(self.mounts), writable=tuple(self.writable), network_mode=self.network,
+                          privileges=tuple(self.privileges))  # fmt: skip
 
 
 TargetName = Annotated[
@@ -149,17 +161,16 @@ ChartArg = Annotated[bool, Field(description="Also return a PNG chart of the run
 ConfirmArg = Annotated[
     bool, Field(description="The user confirmed stopping; needed only when the client cannot show a form")
 ]
-ConfirmMountsArg = Annotated[
-    bool,
-    Field(description="The user confirmed mounting directories outside the allow-list; needed only when the "
-                      "client cannot show a form"),
-]  # fmt: skip
+class ContainerConfirmation(BaseModel):
+    """The form shown before a container is created with mounts outside the allow-list or extra privileges (flat)."""
+
+    create: bool = Field(description="Create the container with these mounts and privileges")
 
 
-class MountConfirmation(BaseModel):
-    """The form shown before a container is created with mounts outside the allow-list (flat, primitives only)."""
+class StartApproval(BaseModel):
+    """The form shown before a run starts with overrides or parameters that load code or write outside its tree."""
 
-    mount: bool = Field(description="Create the container with these host directories mounted")
+    approve: bool = Field(description="Start training with exactly these values")
 
 
 class StopConfirmation(BaseModel):

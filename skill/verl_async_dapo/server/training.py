@@ -7,14 +7,24 @@ the same arguments (tests/mcp/test_mcp_training_params.py), so what the plan sho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
+from mcp.server.mcpserver.exceptions import ToolError
 
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.server import models as wire
 from verl_async_dapo.server import params as sp
-from verl_async_dapo.server.app import app_of, lazy_module, off_loop, service_errors, tool, visible
+from verl_async_dapo.server.app import (
+    NotAsked,
+    app_of,
+    can_elicit,
+    lazy_module,
+    off_loop,
+    service_errors,
+    tool,
+    visible,
+)
 
 if TYPE_CHECKING:
     from verl_async_dapo import planning, runs
@@ -23,9 +33,35 @@ else:
     planning = lazy_module("verl_async_dapo.planning")
 
 
+def _approval_params(verl_home: str | None, reward_fn_path: str | None, ckpt_dir: str | None,
+                     overrides: list[str] | None) -> dict[str, Any]:
+    return sp.training_params({"verl_home": verl_home, "reward_fn_path": reward_fn_path, "ckpt_dir": ckpt_dir,
+                               "overrides": overrides})  # fmt: skip
+
+
+async def _ask_approval(
+    verl_home: sp.VerlHomeArg, reward_fn_path: sp.RewardFnPathArg, ckpt_dir: sp.CkptDirArg,
+    overrides: sp.OverridesArg, ctx: Context[AppContext],
+) -> Elicit[wire.StartApproval] | NotAsked:
+    """Ask the user before a run loads code or writes outside its tree (issue 27): the exact values, in a form the
+    model cannot fill in. Without a form the service refuses, naming what the user can do."""
+    app = app_of(ctx)
+    with service_errors(app):
+        lines = await off_loop(runs.approvals_needed, app, _approval_params(verl_home, reward_fn_path, ckpt_dir,
+                                                                            overrides))  # fmt: skip
+    if not lines:
+        return NotAsked("not_needed")
+    if not can_elicit(ctx):
+        return NotAsked("cannot_ask")
+    numbered = " ".join(f"{i}) {line}" for i, line in enumerate(lines, 1))
+    return Elicit(f"Start training with these values, which load code or write outside the run's tree? {numbered}",
+                  wire.StartApproval)  # fmt: skip
+
+
 @tool("Start training", read_only=False, idempotent=False, open_world=True)
 async def start_training(
     ctx: Context[AppContext],
+    approval: Annotated[ElicitationResult[wire.StartApproval], Resolve(_ask_approval)],
     mode: sp.ModeArg = None,
     framework: sp.FrameworkArg = None,
     verl_home: sp.VerlHomeArg = None,
@@ -77,11 +113,21 @@ async def start_training(
     omitted ones come from the server's environment, else the original skill's defaults.
     plan_training shows the exact launch for the same arguments without starting anything. When
     preflight finds the GPUs cannot hold the run (vLLM's share beside other processes, the estimated
-    peak), nothing starts and the fix is named; apply_memory_fix=true applies it once the user agreed."""
+    peak), nothing starts and the fix is named; apply_memory_fix=true applies it once the user agreed.
+    Overrides or parameters that load code (a reward function, custom classes, external libs,
+    trust_remote_code) or write outside the run's tree are shown to the user in a form to approve;
+    the trainer's environment, Ray's address and tracker destinations are refused."""
     app = app_of(ctx)
     params = sp.training_params(locals())
+    data = approval.data if isinstance(approval, AcceptedElicitation) else None
+    if not isinstance(data, (wire.StartApproval, NotAsked)) or (isinstance(data, wire.StartApproval)
+                                                                 and not data.approve):  # fmt: skip
+        raise ToolError("not started: the user declined the values shown in the approval form; nothing was changed")
     with service_errors(app):
-        result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix)
+        # What the user approved is what the form showed: the same items, from the same arguments.
+        approved = await off_loop(runs.approval_texts, app, params) if isinstance(data, wire.StartApproval) else ()
+        result = await off_loop(runs.start_training, app, params, apply_memory_fix=apply_memory_fix,
+                                approved=approved)  # fmt: skip
     out = wire.StartOut.model_validate({**result.model_dump(), "next_step": wire.START_NEXT_STEP})
     out.preflight = [visible(line) for line in out.preflight]  # scrubbed by the service
     return out

@@ -155,16 +155,18 @@ class ContainerInfo:
 
 @dataclass(frozen=True)
 class CreateSpec:
-    """How to create a new training container, the way verl documents it."""
+    """How to create a new training container: what verl needs, confined (privileges.py says what that means)."""
 
     name: str
     image: str
     gpus: str = "all"  # "all", "none", or comma-separated device ids "0,1,2"
-    shm_size: str | None = None  # None → ipc=host (the two are exclusive)
+    shm_size: str | None = None  # None → privileges.DEFAULT_SHM_SIZE (moot with the host_ipc privilege)
     mounts: Mapping[str, str] = field(default_factory=dict)  # host dir → container dir
     writable: tuple[str, ...] = ()  # container dirs training writes (checkpoints); every other mount is read-only
     env: Mapping[str, str] = field(default_factory=dict)  # non-secret env (proxy without passwords)
-    network_mode: str = "host"
+    network_mode: str = "bridge"  # "bridge" or "none"; the host's network is the host_network privilege
+    # privileges.Privilege values the *user* approved (asked in a form or pre-approved in the server's environment)
+    privileges: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Which host directories a new training container may mount (issue 20, finding 2).
 
-A container is created as root with ``SYS_ADMIN``: a read-write bind of ``/``, ``/etc`` or a directory holding
-the Docker socket hands out the host. So, whoever asks (the model, a prompt-injected text, another local user):
+A container runs as root (confined since issue 27, see privileges.py, but root over what it mounts): a read-write
+bind of ``/``, ``/etc`` or a directory holding the Docker socket hands out the host. So, whoever asks (the model, a
+prompt-injected text, another local user):
 
 * **refused, always**: the system directories and everything under them (``/etc``, ``/proc``, ``/sys``, ``/run``,
   ``/var/run``, ``/boot``, ``/dev``, ``/usr``, the libraries, Docker's and containerd's state), ``/``, ``/root``,
@@ -9,8 +10,11 @@ the Docker socket hands out the host. So, whoever asks (the model, a prompt-inje
   that contains a Docker socket; judged on the path with every symlink resolved, so a link to ``/`` is ``/``;
 * **allowed without asking**: directories under the allow-list, ``VERL_ASYNC_DAPO_MOUNT_ALLOW`` (``:``-separated
   absolute paths) or, when unset, the usual models / data / checkpoint locations (``DEFAULT_ALLOW``);
-* **anything else needs the user's confirmation** (an elicitation form, else ``confirm=true``): ``review`` says
-  which, the caller asks.
+* **anything else needs the user's confirmation** (an elicitation form; a client without one is refused):
+  ``review`` says which, the caller asks.
+
+``review`` returns every source resolved: the caller hands Docker those real paths, never a link that could be
+re-pointed after the check, and the Docker target checks them again before each start (issue 27, item 2).
 
 Reads the file system (``resolve``, ``lstat``), nothing else; the decision of what to ask is the caller's.
 """

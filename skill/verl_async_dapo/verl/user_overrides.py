@@ -10,7 +10,9 @@ and the state DB, so the checks are strict:
 * no shell or interpolation text: none of ``$ ` ; | & < >`` (``${oc.env:…}`` would read the training
   process's environment, which holds the SwanLab key);
 * no path escape: no ``..`` path segment, no ``hydra.*`` key (``hydra.searchpath`` would load other
-  configs), and the checkpoint directory must be absolute.
+  configs), and the checkpoint directory must be absolute;
+* none of the keys :mod:`override_policy` refuses (the trainer's environment, Ray's address, where tracking traffic
+  goes); the keys that load code or write outside the run's tree pass here and are asked of the user at start.
 
 Merging (:func:`merge_overrides`): the user's value wins for every key, also for the keys this project
 manages (checkpoint dir, resume mode, logger, total steps, the feature keys and the OOM-ladder keys);
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from verl_async_dapo.redact import redact_generic
+from verl_async_dapo.verl import override_policy
 from verl_async_dapo.verl.overrides import Override, OverrideError
 
 MAX_OVERRIDES = 128
@@ -85,6 +88,9 @@ def _parse_one(item: str) -> UserOverride:
     key, value = match["key"], match["value"]
     if key == "hydra" or key.startswith("hydra."):
         raise OverrideError(f"hydra.* keys are not accepted (they change how configs are found): {shown!r}")
+    why = override_policy.refusal(key, value)
+    if why is not None:  # issue 27: no one may set these, the user's yes included
+        raise OverrideError(f"override {key[:80]!r} is refused: it changes {why}. Nothing was started")
     bad = sorted(ch for ch in set(value) & _FORBIDDEN_VALUE_CHARS)
     if bad:
         raise OverrideError(

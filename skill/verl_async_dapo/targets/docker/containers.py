@@ -3,18 +3,16 @@
 Every docker-py call here is blocking (requests); the async functions push them to worker
 threads. Docker errors are mapped to TargetError / TargetUnavailable with a message that says
 what to do, and nothing from a container's environment is ever returned (it holds secrets).
+The arguments of a new container and the checks of its mounts are in create_args.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -25,17 +23,20 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from verl_async_dapo.targets.base import (
-    CONTAINER_NAME_RE,
     MANAGED_LABEL,
     ContainerInfo,
     CreateSpec,
-    InvalidTargetInput,
     TargetError,
     TargetGone,
     TargetKind,
     TargetUnavailable,
 )
-from verl_async_dapo.targets.mounts import refusal as mount_refusal
+from verl_async_dapo.targets.docker.create_args import (
+    GPU_IDS_RE,
+    create_kwargs,
+    recheck_mounts,
+    validate_container_name,
+)
 from verl_async_dapo.untrusted import quoted
 
 T = TypeVar("T")
@@ -44,22 +45,6 @@ UNREACHABLE_FIX = (
     "Start the Docker daemon (e.g. `sudo systemctl start docker`), make sure this user may use it "
     "(`sudo usermod -aG docker $USER`, then log in again), or set DOCKER_HOST to the daemon's address."
 )
-
-# distribution/reference grammar, slightly stricter: [host[:port]/]path[:tag][@digest].
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_DOMAIN = (
-    r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]{1,5})?/)"
-)
-IMAGE_REF_RE = re.compile(
-    rf"^{_DOMAIN}?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
-)
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,255}$")
-_LABEL_KEY_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
-_GPU_ID = r"(?:[0-9]{1,3}|GPU-[0-9a-fA-F-]{8,64}|MIG-[0-9a-zA-Z/-]{8,64})"
-_GPU_IDS_RE = re.compile(rf"^{_GPU_ID}(?:,{_GPU_ID})*$")
-_SHM_RE = re.compile(r"^[1-9][0-9]{0,12}[bkmgBKMG]?$")
-NETWORK_MODES = frozenset({"host", "none", "bridge"})
 
 _client: docker.DockerClient | None = None
 _client_lock = threading.Lock()
@@ -122,75 +107,6 @@ async def docker_call(fn: Callable[..., T], *args: Any, container: str | None = 
         raise map_docker_error(exc, container) from exc
 
 
-def validate_container_name(name: str) -> str:
-    if not isinstance(name, str) or not CONTAINER_NAME_RE.fullmatch(name):
-        raise InvalidTargetInput(
-            f"{str(name)[:80]!r} is not a valid container name: letters, digits, '_', '.', '-' (max 128), "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def validate_image_ref(image: str) -> str:
-    if not isinstance(image, str) or len(image) > 255 or not IMAGE_REF_RE.fullmatch(image):
-        raise InvalidTargetInput(
-            f"{str(image)[:80]!r} is not a valid image reference (expected e.g. verlai/verl:vllm017.latest)"
-        )
-    return image
-
-
-def _device_requests(gpus: str) -> list[docker.types.DeviceRequest]:
-    if gpus == "none":
-        return []
-    if gpus == "all":
-        return [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    if _GPU_IDS_RE.fullmatch(gpus):
-        return [docker.types.DeviceRequest(device_ids=gpus.split(","), capabilities=[["gpu"]])]
-    raise InvalidTargetInput(f"gpus must be 'all', 'none' or device ids like '0,1', got {gpus[:60]!r}")
-
-
-def _binds(mounts: Mapping[str, str], writable: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
-    """Host dir → container dir, validated: ':' would split docker's bind syntax, NUL truncates it; a mount that
-    would hand out the host is refused here too, whoever calls (targets/mounts.py). Read-only unless the
-    container dir is one of ``writable``: training only reads models and data."""
-    binds: dict[str, dict[str, str]] = {}
-    unknown = [w for w in writable if w not in mounts.values()]
-    if unknown:
-        raise InvalidTargetInput(f"writable {unknown[0][:80]!r} is not the container side of any mount")
-    for host, inside in mounts.items():
-        for path, what in ((host, "host path"), (inside, "container path")):
-            if not isinstance(path, str) or not path.startswith("/"):
-                raise InvalidTargetInput(f"mount {what} must be absolute, got {str(path)[:80]!r}")
-            if any(ch in path for ch in ":\x00\n\r,") or ".." in path.split("/"):
-                raise InvalidTargetInput(f"mount {what} may not contain ':', ',', NUL, newlines or '..'")
-        if not Path(host).is_dir():
-            raise InvalidTargetInput(f"mount source {host!r} is not an existing directory on this machine")
-        why = mount_refusal(host, os.environ, Path.home())
-        if why is not None:
-            raise InvalidTargetInput(f"refusing to mount {why}: a container runs as root, so this would hand out "
-                                     "the host")  # fmt: skip
-        binds[host] = {"bind": inside, "mode": "rw" if inside in writable else "ro"}
-    return binds
-
-
-def _environment(env: Mapping[str, str]) -> dict[str, str]:
-    for key, value in env.items():
-        if not _ENV_KEY_RE.fullmatch(key):
-            raise InvalidTargetInput(f"{key[:60]!r} is not a valid environment variable name")
-        if not isinstance(value, str) or "\x00" in value:
-            raise InvalidTargetInput(f"environment value of {key} may not contain NUL")
-    return dict(env)
-
-
-def _labels(extra: Mapping[str, str] | None) -> dict[str, str]:
-    labels = {MANAGED_LABEL: "true"}
-    for key, value in (extra or {}).items():
-        if not _LABEL_KEY_RE.fullmatch(key) or not isinstance(value, str) or "\x00" in value or len(value) > 256:
-            raise InvalidTargetInput(f"invalid label {key[:60]!r}")
-        labels.setdefault(key, value)
-    return labels
-
-
 def _gpus_of(attrs: Mapping[str, Any]) -> str | None:
     """GPU access from DeviceRequests (--gpus) or the legacy nvidia runtime; a projection, never raw env."""
     host_config = attrs.get("HostConfig") or {}
@@ -201,7 +117,7 @@ def _gpus_of(attrs: Mapping[str, Any]) -> str | None:
         ids = req.get("DeviceIDs") or []
         if ids:
             joined = ",".join(str(i) for i in ids)
-            return joined if _GPU_IDS_RE.fullmatch(joined) else f"{len(ids)} device(s)"
+            return joined if GPU_IDS_RE.fullmatch(joined) else f"{len(ids)} device(s)"
         count = req.get("Count") or 0
         return "all" if count == -1 else f"count={count}"
     if host_config.get("Runtime") == "nvidia":
@@ -209,7 +125,7 @@ def _gpus_of(attrs: Mapping[str, Any]) -> str | None:
         value = next((e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")), None)
         if value in (None, "", "void", "none"):
             return "nvidia runtime" if value is None else None
-        return value if value == "all" or _GPU_IDS_RE.fullmatch(value) else "nvidia runtime"
+        return value if value == "all" or GPU_IDS_RE.fullmatch(value) else "nvidia runtime"
     return None
 
 
@@ -268,6 +184,7 @@ def _start_sync(container: Container, timeout: float) -> None:
                 raise TargetUnavailable(
                     f"container {name!r} exited right after starting (exit code {code}); see `docker logs {name}`"
                 )
+            recheck_mounts(container)
             try:
                 container.start()
             except docker.errors.APIError as exc:
@@ -296,38 +213,6 @@ async def ensure_container_running(name: str, timeout: float = 30.0) -> None:
     await docker_call(_ensure_running_sync, name, timeout, container=name)
 
 
-def _create_kwargs(spec: CreateSpec, labels: Mapping[str, str] | None) -> dict[str, Any]:
-    validate_container_name(spec.name)
-    validate_image_ref(spec.image)
-    if spec.network_mode not in NETWORK_MODES:
-        raise InvalidTargetInput(f"network_mode must be one of {sorted(NETWORK_MODES)}")
-    kwargs: dict[str, Any] = {
-        "image": spec.image,
-        "command": ["sleep", "infinity"],
-        "name": spec.name,
-        "labels": _labels(labels),
-        "network_mode": spec.network_mode,
-        # Fixed server configuration from verl's documented recipe, never chosen by the model.
-        "cap_add": ["SYS_ADMIN"],
-        "ulimits": [docker.types.Ulimit(name="memlock", soft=-1, hard=-1)],
-        "environment": _environment(spec.env),
-        "volumes": _binds(spec.mounts, tuple(spec.writable)),
-        # tini as PID 1 reaps the orphans a killed training job leaves; `sleep` would keep zombies.
-        "init": True,
-    }
-    # ipc=host makes shm_size moot (and some runtimes reject the pair), so exactly one of them.
-    if spec.shm_size:
-        if not _SHM_RE.fullmatch(spec.shm_size):
-            raise InvalidTargetInput(f"shm_size must look like '16g' or '10240m', got {spec.shm_size[:40]!r}")
-        kwargs["shm_size"] = spec.shm_size
-    else:
-        kwargs["ipc_mode"] = "host"
-    requests_ = _device_requests(spec.gpus)
-    if requests_:
-        kwargs["device_requests"] = requests_
-    return kwargs
-
-
 MEMLOCK_NOTE = (
     "created without the unlimited memlock ulimit: this Docker daemon may not raise it (rootless Docker or a "
     "daemon without CAP_SYS_RESOURCE); NCCL over InfiniBand/RDMA may need it"
@@ -342,6 +227,11 @@ def _create_started(client: docker.DockerClient, kwargs: dict[str, Any], start: 
             raise TargetError(
                 f"a container named {kwargs['name']!r} already exists; select it or choose another name"
             ) from exc
+        if exc.status_code == 404 and "network" in _short(exc):
+            raise TargetError(
+                f"this Docker Engine has no {kwargs['network_mode']!r} network ({_short(exc)}): create the container "
+                "with network 'none', or with the host_network privilege if the user wants the host's network"
+            ) from exc
         raise
     if start:
         try:
@@ -355,7 +245,7 @@ def _create_started(client: docker.DockerClient, kwargs: dict[str, Any], start: 
 
 
 def _create_sync(spec: CreateSpec, labels: Mapping[str, str] | None, start: bool) -> ContainerInfo:
-    kwargs = _create_kwargs(spec, labels)
+    kwargs = create_kwargs(spec, labels)
     client = get_client()
     try:
         client.images.get(spec.image)
@@ -368,7 +258,7 @@ def _create_sync(spec: CreateSpec, labels: Mapping[str, str] | None, start: bool
             raise
     # verl's recipe wants memlock unlimited, but some daemons may not grant it; the container
     # still trains without RDMA, so create it without and say so rather than fail.
-    kwargs.pop("ulimits")
+    kwargs["ulimits"] = [u for u in kwargs["ulimits"] if u.name != "memlock"]
     return dataclasses.replace(_create_started(client, kwargs, start), note=MEMLOCK_NOTE)
 
 
@@ -379,5 +269,5 @@ async def create_container(
 
     Validation happens before Docker is contacted; ``extra_labels`` never override ours.
     """
-    _create_kwargs(spec, extra_labels)  # validate early: no thread, no daemon round trip
+    create_kwargs(spec, extra_labels)  # validate early: no thread, no daemon round trip
     return await docker_call(_create_sync, spec, extra_labels, start, container=spec.name)
