@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -118,3 +119,24 @@ def test_start_up_phases_then_a_wall_clock_eta(cli: Cli, host_verl_tree: Path) -
         "finishing",
         None,
     )
+
+
+def test_step_lines_glued_after_a_newline_less_tqdm_bar_still_end_at_the_last_step(
+    cli: Cli, host_verl_tree: Path
+) -> None:
+    # Issue 26 item 4, seen over MCP on a container: from step 7 on the stand-in prints its bar as a terminal-less
+    # tqdm under Ray did, without a newline, so each metrics line is glued onto it. The run showed 6/10, 60 %.
+    _host_tree(host_verl_tree, {"step_seconds": 0.2, "glue_tqdm_from_step": 7})
+    cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=STEPS, SAVE_FREQ=5,
+            VAD_NOTIFY_EVERY_N_STEPS=1)  # fmt: skip
+    run_id = cli.start("host")["run_id"]
+    status = cli.wait_final(run_id)
+    assert status["status"] == "succeeded", cli.explain(run_id)
+    # The supervisor saw every step as it came, the glued ones too (each is a progress_step event).
+    steps = [e.data["step"] for e in cli.store.events(run_id, limit=1000) if e.kind == "progress_step"]
+    assert steps == list(range(1, STEPS + 1)), steps
+    (attempt,) = cli.attempts(run_id)
+    text = Path(attempt.job["log_path"]).read_text(encoding="utf-8")  # glued, as verl + tqdm print it
+    assert re.search(r"(s/it|it/s)\]\(\w*TaskRunner pid=\d+\) step:7 - ", text), text[-3000:]
+    assert (status["step"], status["total_steps"], status["percent"], status["eta_seconds"]) == (STEPS, STEPS, 100.0, 0.0)
+    assert status["metrics_step"] == STEPS

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_async_dapo.logs.phases import Phase, next_phase
-from verl_async_dapo.logs.text import clean_line
+from verl_async_dapo.logs.text import clean_line, split_glued, strip_ansi
 
 MetricValue = float | int | bool
 
@@ -48,7 +48,9 @@ _TQDM_RE = re.compile(
 )
 _INTERVAL_RE = re.compile(r"^(?:(\d+) days?, )?(?:(\d+):)?(\d+):(\d+)$")
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(s/it|it/s)$")
-_TOTAL_STEPS_RE = re.compile(r"Total training steps:\s*(\d+)")
+# verl's PPO trainer (``Total training steps: N``) and its SFT trainer (``Number of steps/epoch 35, number of
+# epochs 3, total number of steps 105``, tests/logs/real/verl-sft-char-count-glued-tqdm.log).
+_TOTAL_STEPS_RE = re.compile(r"(?:Total training steps:|total number of steps)\s*(\d+)")
 _RESUME_RES = (
     re.compile(r"Setting global step to (\d+)"),
     re.compile(r"Load from checkpoint folder: \S*global_step_(\d+)"),
@@ -209,7 +211,7 @@ class _State:
             self._take_tqdm(line)
         if "swanlab" in line:
             self._take_swanlab(line)
-        if "Total training steps" in line:
+        if "Total training steps" in line or "total number of steps" in line:
             found = _TOTAL_STEPS_RE.search(line)
             if found is not None:
                 self.total_steps = int(found.group(1))
@@ -367,14 +369,21 @@ class ProgressParser:
             return
         self._pending = data[last_break + 1 :][-MAX_PENDING_CHARS:]
         for raw in data[:last_break].replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-            self._state.consume(raw)
+            _consume_glued(self._state, raw)
 
     def snapshot(self) -> ProgressSnapshot:
         if not self._pending:
             return self._state.snapshot()
         state = copy.deepcopy(self._state)
-        state.consume(self._pending)
+        _consume_glued(state, self._pending)
         return state.snapshot()
+
+
+def _consume_glued(state: _State, raw: str) -> None:
+    """One physical segment, cut where a Ray prefix glued another line on (``…2.50it/s](TaskRunner pid=196)
+    step:7 - …`` after tqdm's newline-less redraw): each piece is a line of its own."""
+    for piece in split_glued(strip_ansi(raw)) if "pid=" in raw else (raw,):
+        state.consume(piece)
 
 
 def parse_progress(text: str) -> ProgressSnapshot:

@@ -10,6 +10,7 @@ wants to know which process printed it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import NamedTuple
 
@@ -29,6 +30,12 @@ _RAY_PREFIX_RE = re.compile(
     r"^\((?:(?P<cls>[A-Za-z_][\w.:-]*) )?pid=\w+(?:, ip=[\w.:-]+)?\) ?"
     r"|^\((?P<daemon>raylet|gcs_server|autoscaler|scheduler|monitor|dashboard)(?:[ ,][^)]*)?\) ?"
 )
+
+# The same prefix *inside* a physical line: another process's line glued on where the previous output had no line
+# break (tqdm's redraw ends without one, so Ray forwards ``…6/10 [00:06<00:01, 2.50it/s](TaskRunner pid=196) step:7
+# - …``: issue 26, reproduced over MCP on a container). Only the ``(Class pid=N[, ip=…])`` form: Ray's error texts
+# carry ``(pid=N, ip=…)`` after a task name as content, never with a class name inside the parentheses.
+_GLUED_PREFIX_RE = re.compile(r"\((?:[A-Za-z_][\w.:-]*) pid=\d+(?:, ip=[\w.:-]+)?\) ")
 
 _REPEATED_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
 
@@ -78,6 +85,19 @@ def split_lines(text: str) -> list[str]:
     return _LINE_BREAK_RE.split(text)
 
 
+def split_glued(segment: str) -> list[str]:
+    """One segment (no line breaks, ANSI already stripped) cut before each Ray prefix that is not at its start: the
+    lines that tqdm's newline-less redraw (or another process's unfinished output) glued together, each again a line
+    of its own with its own prefix. A segment with no such prefix comes back whole (one cheap substring check)."""
+    if " pid=" not in segment:
+        return [segment]
+    cuts = [m.start() for m in _GLUED_PREFIX_RE.finditer(segment, 1)]
+    if not cuts:
+        return [segment]
+    bounds = [0, *cuts, len(segment)]
+    return [segment[a:b] for a, b in itertools.pairwise(bounds)]
+
+
 def clean_line(raw: str) -> str:
     """One raw segment (no line breaks) made readable: no ANSI, no Ray prefix or dedup marker."""
     return strip_repeated_suffix(strip_ray_prefix(strip_ansi(raw)))
@@ -87,17 +107,17 @@ def clean_log_lines(text: str) -> list[LogLine]:
     """Every logical line of a log, cleaned, with its Ray source.
 
     A physical line that tqdm redrew with \\r becomes several lines; the segments after the
-    first carry no prefix of their own, so they inherit the physical line's source.
+    first carry no prefix of their own, so they inherit the physical line's source. A line glued on
+    mid-segment after a Ray prefix (``split_glued``) is a line of its own, with that prefix's source.
     """
     result: list[LogLine] = []
     for physical in strip_ansi(text).replace("\r\n", "\n").split("\n"):
-        segments = physical.split("\r")
-        first = split_ray_prefix(segments[0])
-        source = first.source
-        result.append(LogLine(strip_repeated_suffix(first.text), source))
-        for segment in segments[1:]:
-            nested = split_ray_prefix(segment)
-            result.append(LogLine(strip_repeated_suffix(nested.text), nested.source or source))
+        source: str | None = None
+        for segment in physical.split("\r"):
+            for piece in split_glued(segment):
+                nested = split_ray_prefix(piece)
+                source = nested.source or source  # a piece without a prefix is the latest printer's
+                result.append(LogLine(strip_repeated_suffix(nested.text), source))
     return result
 
 

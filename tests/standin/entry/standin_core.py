@@ -306,7 +306,7 @@ class Trainer:
             if truthy(self.get("trainer.val_only", False)):
                 tracking.finish()
                 return
-        bar = ProgressBar(self.out, total, initial=step)
+        bar = ProgressBar(self.out, total, initial=step, glue_from=self.ctl.glue_tqdm_from_step)
         save_freq = int(self.get("trainer.save_freq", -1))
         test_freq = int(self.get("trainer.test_freq", -1))
         per_epoch = max(total // max(int(self.get("trainer.total_epochs", 1)), 1), 1)
