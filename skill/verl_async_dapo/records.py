@@ -121,3 +121,4 @@ class ProgressReport(BaseModel):
     as_of: str | None  # ISO 8601, UTC
     final_reason: str | None
     suggestions: list[str]
+    parsing_cut_short: bool = False  # reading the log ran out of its time budget (its end was still read)

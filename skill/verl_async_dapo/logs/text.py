@@ -14,6 +14,12 @@ import itertools
 import re
 from typing import NamedTuple
 
+# A logical line is cut to its first MAX_LINE_CHARS before any pattern sees it: what a regex costs then has a bound
+# per line whatever a process prints (issue 27: one crafted 24 KB line froze the supervisor). verl's longest real lines
+# (a metrics line of 150 fields, the override list of "Error executing job with overrides") are under 5 KB in the
+# corpus (tests/logs/); 32 KiB leaves them whole six times over. The start is kept: step number, exception, message.
+MAX_LINE_CHARS = 32 * 1024
+
 # CSI (colours, cursor moves), OSC (terminal hyperlinks from rich/SwanLab, ended by BEL or
 # ESC \) and the remaining two-byte escapes. A stray ESC left by a chunk cut is dropped too.
 _ANSI_RE = re.compile(
@@ -37,7 +43,8 @@ _RAY_PREFIX_RE = re.compile(
 # carry ``(pid=N, ip=…)`` after a task name as content, never with a class name inside the parentheses.
 _GLUED_PREFIX_RE = re.compile(r"\((?:[A-Za-z_][\w.:-]*) pid=\d+(?:, ip=[\w.:-]+)?\) ")
 
-_REPEATED_RE = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+# Ray's dedup marker at the end of a line: `` [repeated 3x across cluster]``.
+_REPEATED_OPEN, _REPEATED_CLOSE = "[repeated ", "x across cluster]"
 
 # Lines end with \n, \r\n or a lone \r (tqdm redraws).
 _LINE_BREAK_RE = re.compile(r"\r\n|\r|\n")
@@ -77,7 +84,14 @@ def strip_repeated_suffix(line: str) -> str:
     """Drop Ray's dedup marker so the message reads as printed."""
     if "across cluster]" not in line:
         return line
-    return _REPEATED_RE.sub("", line)
+    # String checks, not ``\s*\[repeated \d+x across cluster\]\s*$``: its leading ``\s*`` rescanned a run of
+    # spaces from each of its positions (quadratic, tests/logs/test_regex_fuzz.py).
+    body = line.rstrip()
+    start = body.rfind(_REPEATED_OPEN)
+    count = body[start + len(_REPEATED_OPEN) : -len(_REPEATED_CLOSE)] if start >= 0 else ""
+    if not body.endswith(_REPEATED_CLOSE) or not count.isdigit() or not count.isascii():
+        return line
+    return body[:start].rstrip()
 
 
 def split_lines(text: str) -> list[str]:
@@ -99,8 +113,9 @@ def split_glued(segment: str) -> list[str]:
 
 
 def clean_line(raw: str) -> str:
-    """One raw segment (no line breaks) made readable: no ANSI, no Ray prefix or dedup marker."""
-    return strip_repeated_suffix(strip_ray_prefix(strip_ansi(raw)))
+    """One raw segment (no line breaks) made readable: no ANSI, no Ray prefix or dedup marker; at most
+    MAX_LINE_CHARS."""
+    return strip_repeated_suffix(strip_ray_prefix(strip_ansi(raw))[:MAX_LINE_CHARS])
 
 
 def clean_log_lines(text: str) -> list[LogLine]:
@@ -117,7 +132,7 @@ def clean_log_lines(text: str) -> list[LogLine]:
             for piece in split_glued(segment):
                 nested = split_ray_prefix(piece)
                 source = nested.source or source  # a piece without a prefix is the latest printer's
-                result.append(LogLine(strip_repeated_suffix(nested.text), source))
+                result.append(LogLine(strip_repeated_suffix(nested.text[:MAX_LINE_CHARS]), source))
     return result
 
 
