@@ -77,7 +77,7 @@ async def test_status_reads_a_tail_within_its_budget_and_says_so(tmp_path: Path,
 
 
 def test_long_lines_are_cut_before_any_pattern_sees_them() -> None:
-    crafted = "swanlab:View run  at" * 60_000  # the shape of the 24 KB line that froze the supervisor, 1.2 MB
+    crafted = "swanlab:View run  athttp://" * 45_000  # the shape of the 24 KB line that froze the supervisor, 1.2 MB
     lines = clean_lines(crafted + "\nnext line\n")
     assert len(lines[0]) == MAX_LINE_CHARS and lines[1] == "next line"
     snap = parse_progress(crafted + "\n")  # returns at once: the greeting is read from the line's first 32 KiB

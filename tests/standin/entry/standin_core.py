@@ -135,6 +135,8 @@ class Trainer:
             "View the dashboard at 127.0.0.1:8265 "
         )
         self.out.runner(f"{self.ray.runner} hostname: {socket.gethostname()}, PID: {self.ray.runner_pid}")
+        for line in self.ctl.echo_lines:
+            self.out.runner(line)
         self.resolved = OmegaConf.to_container(self.cfg, resolve=True)
         self.out.runner_pprint(self.resolved)
         self.check_startup_config()
