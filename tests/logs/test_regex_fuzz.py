@@ -124,6 +124,9 @@ def adversarial_lines(parts: list[str], length: int) -> Iterator[tuple[str, str]
     longest = sorted(parts, key=len, reverse=True)[:3]
     yield "skeleton repeated", fill(skeleton)
     yield "skeleton-with-spaces repeated", fill(" ".join(parts) + " ")
+    for k in range(1, min(len(parts), 4)):  # the first k parts, the rest missing: the engine rescans for it
+        yield f"first {k} parts repeated", fill("".join(parts[:k]))
+        yield f"first {k} parts with spaces repeated", fill(" ".join(parts[:k]) + " ")
     yield "first part then a", parts[0] + "a" * (length - len(parts[0]))
     for part in longest:
         yield f"{part[:20]!r} repeated", fill(part)

@@ -192,7 +192,7 @@ RULES: tuple[Rule, ...] = (
         C.TRACKING,
         "swanlab_auth",
         ("AuthenticationError", "APIKeyFormatError", "Stored API key is for", "API Key"),
-        r"swanlab[\w.]*\.(?:AuthenticationError|APIKeyFormatError)|Stored API key is for '(?P<detail>[^']+)'"
+        r"swanlab[\w.]{0,100}\.(?:AuthenticationError|APIKeyFormatError)|Stored API key is for '(?P<detail>[^']+)'"
         r"|API Key not provided and interactive mode is disabled|Cannot prompt for API Key in no-tty environment",
     ),
     _rule(C.TRACKING, "wandb_auth", "api_key not configured", r"api_key not configured"),
