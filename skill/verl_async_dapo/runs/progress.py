@@ -59,9 +59,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
-        "swanlab_url": run.swanlab_url,
+        "swanlab_url": run.swanlab_url, "parsing_cut_short": bool(progress.get("parsing_cut_short")),
         "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
-        "parsing_cut_short": bool(progress.get("parsing_cut_short")),
     })  # fmt: skip
 
 
