@@ -102,3 +102,10 @@ def test_a_real_verl_sft_log_with_glued_step_lines_reads_to_its_last_step_of_its
     assert "?it/s]step:1 - train/loss:" in text
     snap = parse_progress(text)
     assert (snap.step, snap.total_steps, snap.percent) == (105, 105, 100.0)
+
+
+def test_a_launcher_timestamp_before_the_ray_prefix_no_longer_hides_the_step_line() -> None:
+    # Some launchers stamp every line (logs/line_context.py): the prefix is then mid-line, like a glued one.
+    text = "[2025-05-10 00:18:27] (TaskRunner pid=1) step:3 - actor/pg_loss:-0.5\n"
+    snap = parse_progress(text)
+    assert (snap.step, snap.metrics) == (3, {"actor/pg_loss": -0.5})
