@@ -27,6 +27,10 @@ from verl_async_dapo.records import AttemptError
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
 
 READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
+# The most the supervisor spends parsing one piece of log (a chunk of the stream, a read at the end): past it, the
+# piece's end is read and the progress says "parsing cut short" — the supervisor keeps watching (issue 27: a crafted
+# line kept it busy 452 s, with no OOM relaunch).
+FEED_BUDGET_S = 2.0
 
 
 class AttemptLog:
@@ -52,7 +56,7 @@ class AttemptLog:
 
     def take(self, chunk: bytes) -> None:
         live = self.position is not None and self.position >= self.live_from
-        self.parser.feed(self._decoder.decode(chunk), now=time.time() if live else None)
+        self.parser.feed(self._decoder.decode(chunk), now=time.time() if live else None, budget_s=FEED_BUDGET_S)
         if self.position is not None:
             self.position += len(chunk)
 
@@ -64,7 +68,7 @@ class AttemptLog:
             data = await target.read_range(handle.log_path, self.position, READ_REST_BYTES)
             if not data:
                 break
-            self.parser.feed(self._decoder.decode(data))
+            self.parser.feed(self._decoder.decode(data), budget_s=FEED_BUDGET_S)
             self.position += len(data)
             if len(data) < READ_REST_BYTES:
                 break

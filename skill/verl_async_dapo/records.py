@@ -118,6 +118,7 @@ class ProgressReport(BaseModel):
     resumed_from_step: int | None
     resume_check: str | None
     swanlab_url: str | None
+    parsing_cut_short: bool  # reading the log ran out of its time budget (its end was still read)
     as_of: str | None  # ISO 8601, UTC
     final_reason: str | None
     suggestions: list[str]

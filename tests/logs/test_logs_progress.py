@@ -200,6 +200,7 @@ def test_empty_log_knows_nothing() -> None:
         "phase_since": None,
         "eta_basis": None,
         "tracker_skipped": False,
+        "parsing_cut_short": False,
     }
 
 

@@ -3,7 +3,8 @@ a 60 s window rendered as "1 min" and the CPU scenario's 2 s one as "0 min")."""
 
 from __future__ import annotations
 
-from verl_async_dapo.notify.events import render
+from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.notify.events import ERROR_EVENTS, recovery_event_kind, render
 
 
 def _stalled(silent: float, window: float) -> str:
@@ -30,3 +31,16 @@ def test_stopped_processes_are_named_in_the_notice() -> None:
                       "evidence": {"stopped_processes": ["2705 TNl 04:30 30.0 9000000 ray::WorkerDict"]}}}  # fmt: skip
     text = render(event, "host", None).text
     assert "GPU utilisation GPU0 0 %" in text and "stopped processes (state T): 2705 ray::WorkerDict" in text
+
+
+def test_a_relaunch_is_recorded_as_what_caused_it() -> None:
+    # The H200 hang (bench/gpu/results/hang/webhook.jsonl): the stall's relaunch went out as "oom_recovery".
+    assert recovery_event_kind(ErrorCategory.STALLED) == "stall_recovery"
+    assert recovery_event_kind(ErrorCategory.GPU_OOM) == recovery_event_kind(ErrorCategory.ROLLOUT_OOM) == "oom_recovery"
+    assert "stall_recovery" in ERROR_EVENTS  # notified by default, like an OOM relaunch
+    event = {"kind": "stall_recovery", "level": "warning", "message": "attempt 1 failed (stalled: relaunching)",
+             "run_id": "run_x", "id": 2, "data": {"attempt": 1, "changes": [], "category": "stalled", "relaunch": 1,
+                                                  "max_relaunches": 2}}  # fmt: skip
+    notice = render(event, "host", None)
+    assert notice.title == "[verl] stalled in attempt 1: relaunching (relaunch 1 of 2)"
+    assert "same settings" in notice.text and "OOM" in notice.text and "hit" not in notice.text

@@ -139,8 +139,12 @@ def test_stall_relaunch_opt_in_resumes_from_the_checkpoint(cli: Cli, verl_docker
     first = cli.errors(run_id)["attempts"][0]
     assert (first["category"], first["kind"]) == ("stalled", "no_progress")
     assert first["supervisor_action"] == "stalled: relaunching from the last checkpoint"
-    _wait_events(hook, cli, run_id, ["run_stalled", "oom_recovery"])
-    assert hook.of("webhook")[1].json()["title"] == "[verl] stalled in attempt 1: relaunching (relaunch 1 of 2)"
+    # The relaunch is told as what it is: a stall's, with nothing changed — no OOM happened (issue 26).
+    _wait_events(hook, cli, run_id, ["run_stalled", "stall_recovery"])
+    relaunch = hook.of("webhook")[1].json()
+    assert relaunch["title"] == "[verl] stalled in attempt 1: relaunching (relaunch 1 of 2)"
+    assert "same settings" in relaunch["text"] and "hit" not in relaunch["text"], relaunch["text"]
+    assert "oom_recovery" not in [e.kind for e in cli.store.events(run_id, limit=1000)]
     # The stopped attempt prints as it dies (the stand-in, like Ray's driver, reports the SIGTERM): no recovery.
     first_job = cli.attempts(run_id)[0].job or {}
     assert "*** SIGTERM received" in cat(verl_docker, first_job["log_path"])

@@ -6,8 +6,13 @@ py-spy dumped three other processes."""
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import sys
+from pathlib import Path
 
 import anyio
+import pytest
 from target_helpers import Env
 from test_target_jobs import start, wait_for_file
 
@@ -26,7 +31,15 @@ time.sleep(300)
 """
 
 
-async def test_a_stopped_worker_in_its_own_session_is_named_and_dumped_first(env: Env) -> None:
+@pytest.fixture
+def py_spy_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """py-spy (a test extra) next to this interpreter, on PATH: the host target runs what PATH finds."""
+    here = Path(sys.executable).parent
+    if shutil.which("py-spy") is None and (here / "py-spy").exists():
+        monkeypatch.setenv("PATH", f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+async def test_a_stopped_worker_in_its_own_session_is_named_and_dumped_first(env: Env, py_spy_on_path: None) -> None:
     pid_file = f"{env.work}/child.pid"
     handle = await start(env, "hang", ["python3", "-c", JOB, pid_file])
     child = int((await wait_for_file(env, pid_file)).decode())
@@ -48,8 +61,12 @@ async def test_a_stopped_worker_in_its_own_session_is_named_and_dumped_first(env
     assert stopped.split()[0] == str(child) and stopped.split()[1].startswith("T") and "ray::WorkerDict" in stopped
     # Colours gone, the Ray prefix kept (which process printed last is evidence), the prefix-only line dropped.
     assert bundle["last_log_lines"] == ["(DAPOTaskRunner pid=1) step:1 - x:1"], bundle["last_log_lines"]
-    if bundle["py_spy"] != evidence.PY_SPY_HINT:  # py-spy present: the stopped worker is dumped first
-        assert bundle["py_spy"].startswith(f"--- py-spy dump --pid {child} ")
+    if env.kind == "host":  # py-spy is a test extra here (the test image may lack it: then the hint)
+        assert bundle["py_spy"] != evidence.PY_SPY_HINT, "py-spy is in the test extras: pip install -e '.[test]'"
+    if bundle["py_spy"] != evidence.PY_SPY_HINT:  # the stopped worker first, dumped without ptrace-suspending it
+        first = bundle["py_spy"].split("\n--- ")[0]
+        assert first.startswith(f"--- py-spy dump --nonblocking --pid {child} (exit 0) ---"), first
+        assert "time.sleep" in first or "<module>" in first, first  # its stack, not py-spy's error
 
 
 def test_the_job_tree_follows_children_out_of_the_group_and_orders_dumps() -> None:
@@ -66,5 +83,55 @@ def test_the_job_tree_follows_children_out_of_the_group_and_orders_dumps() -> No
     tree = evidence.job_tree(evidence.parse_ps(ps), 849)
     assert [p.pid for p in tree] == [849, 940, 2705, 3001]
     assert [p.pid for p in tree if p.stopped] == [2705]
-    assert evidence.dump_order(tree) == [2705, 3001, 849]  # the stopped worker, Ray's workers, then the driver
+    # The stopped worker, the driver, then Ray's other actors; never the raylet (not Python) nor another job's.
+    assert evidence.dump_order(tree) == [2705, 849, 3001]
     assert tree[2].line == "2705 TNl 04:30 30.0 9000000 ray::WorkerDict"
+
+
+# The H200 hang's process rows (bench/gpu/results/hang/webhook.jsonl, the run_stalled evidence, first 40 of the tree;
+# args shortened), with the job's group and parents filled in: the dumps went to 849 (the driver), 922 (gcs_server)
+# and 1000 (the autoscaler monitor), and the stopped ray::WorkerDict 2705 — the hang — was never dumped.
+H200_ROWS = """\
+844 Ss 05:09 0.0 4116 bash -c umask 077 job_dir=$1; log=$2; shift 3 vad-launch
+849 Sl 05:09 8.3 986024 python3 -m recipe.dapo.main_dapo --config-path=/root/verl/recipe/dapo/config
+922 Sl 04:48 1.0 138124 /opt/torch/.venv/lib/python3.12/site-packages/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp/ray
+1000 Sl 04:48 0.5 92248 /opt/torch/.venv/bin/python3 -u /opt/torch/.venv/lib/python3.12/site-packages/ray/autoscaler/_private/monitor.py --logs-dir=/tmp/ray
+1001 Sl 04:48 1.4 130712 /opt/torch/.venv/bin/python3 /opt/torch/.venv/lib/python3.12/site-packages/ray/dashboard/dashboard.py --host=127.0.0.1
+1060 S 04:46 0.0 19444 /opt/torch/.venv/bin/python3 -B -c from multiprocessing.resource_tracker import main;main(25)
+1061 S 04:46 0.7 116184 /opt/torch/.venv/bin/python3 -B -c from multiprocessing.forkserver import main; main(25, 27, ['ray'])
+1068 Sl 04:44 0.1 102536 ray-dashboard-MetricsHead-0 (/opt/torch/.venv/bin/python3 -B -c "from multiprocessing.forkserver import main")
+1512 Sl 04:44 1.8 87956 /opt/torch/.venv/bin/python3 -u /opt/torch/.venv/lib/python3.12/site-packages/ray/_private/log_monitor.py --session-dir=/tmp/ray
+1513 Sl 04:44 0.9 46556 /opt/torch/.venv/lib/python3.12/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/ray
+1562 Sl 04:43 2.6 163740 ray::DashboardAgent
+1564 Sl 04:43 0.4 87920 ray::RuntimeEnvAgent
+1696 SNl 04:41 0.8 87740 ray::IDLE
+2451 SNl 04:40 10.9 1230648 ray::DAPOTaskRunner.run
+2645 SNl 04:19 1.3 138420 ray::IDLE
+2705 TNl 04:17 12.8 2562060 ray::WorkerDict
+2850 SNl 03:55 6.8 925276 ray::RewardLoopWorker
+"""
+
+
+def _h200_tree() -> list[evidence.Proc]:
+    rows = [row.split(None, 1) for row in H200_ROWS.splitlines()]
+    ps = "\n".join(f"{pid} {844 if pid != '844' else 1} 844 {rest}" for pid, rest in rows)
+    return evidence.job_tree(evidence.parse_ps(ps), 844)
+
+
+def test_dumps_go_to_the_processes_that_explain_the_h200_hang() -> None:
+    tree = _h200_tree()
+    assert len(tree) == 17
+    order = evidence.dump_order(tree)
+    # The stopped worker, the driver, the task runner: the MAX_DUMPS=3 that are dumped. Then Ray's other actors.
+    assert order[: evidence.MAX_DUMPS] == [2705, 849, 2451]
+    assert order == [2705, 849, 2451, 2850]
+    background = {922, 1000, 1001, 1060, 1061, 1068, 1512, 1513, 1562, 1564, 1696, 2645}
+    assert not background & set(order)
+    assert all(evidence.is_ray_background(p) for p in tree if p.pid in background)
+
+
+def test_only_a_stopped_process_is_dumped_nonblocking() -> None:
+    by_pid = {p.pid: p for p in _h200_tree()}
+    assert evidence.py_spy_argv(by_pid[2705]) == ["py-spy", "dump", "--nonblocking", "--pid", "2705"]
+    # A running one is suspended while read: its threads' stacks are consistent with each other.
+    assert evidence.py_spy_argv(by_pid[849]) == ["py-spy", "dump", "--pid", "849"]

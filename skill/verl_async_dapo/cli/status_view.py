@@ -40,6 +40,8 @@ def render_status(progress: dict[str, Any]) -> str:
     if progress.get("stalled"):
         lines.append(f"STALLED: no new step and no log output for {_duration(progress.get('stalled_for_seconds'))}"
                      f" — `verl-async-dapo errors {progress['run_id']}` shows the evidence")  # fmt: skip
+    if progress.get("parsing_cut_short"):  # the log's tail took longer than its time budget to read
+        lines.append("parsing cut short: the log's tail was too slow to read whole; its last 64 KiB was read")
     if progress.get("features"):
         lines.append("features: " + ", ".join(progress["features"]))
     if progress.get("eta_basis") and progress.get("status") not in FINAL:

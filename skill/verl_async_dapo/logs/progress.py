@@ -9,6 +9,11 @@ Fed the tail of a log or its live increments, never the whole file. It reads:
   the run URL (rich wraps a long greeting, so the URL may be alone on the next line);
 * the start-up and in-step phase markers (logs/phases.py).
 
+Parsing has a time budget when asked (``feed(…, budget_s=…)``, ``parse_progress(…, budget_s=…)``): once it is spent,
+the rest of the text is skipped but for its last ``TAIL_ON_CUT_CHARS`` (where the latest step is), and the snapshot
+says ``parsing_cut_short``. Every pattern is linear and every line is cut to ``MAX_LINE_CHARS`` (logs/text.py), so
+this is the last guard, not the only one (issue 27: a crafted line froze the supervisor 452 s and ``status`` 4.5 min).
+
 ``feed(text, now=…)`` says when the text arrived (the supervisor follows the log live, so arrival is when
 verl printed it): the phase's start time and the ETA from the wall clock between step lines come from
 that. Text fed without ``now`` (a backlog, a tail read later) has no time and never counts towards a rate.
@@ -19,14 +24,15 @@ from __future__ import annotations
 import copy
 import math
 import re
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from verl_async_dapo.logs.greeting import swanlab_greeting
 from verl_async_dapo.logs.phases import Phase, next_phase
-from verl_async_dapo.logs.text import clean_line
-
-MetricValue = float | int | bool
+from verl_async_dapo.logs.snapshot import MetricValue, ProgressSnapshot
+from verl_async_dapo.logs.text import MAX_LINE_CHARS, clean_line, split_glued, strip_ansi
 
 # Where the ETA's seconds-per-step come from, as said to the user (get_progress, CLI status).
 ETA_WALL = "wall clock between step lines (includes validation and checkpoint time)"
@@ -36,80 +42,33 @@ ETA_TIMING = "timing_s/step (excludes validation and checkpoint time)"
 RECENT_STEP_TIMES = 5
 # A partial line longer than this is not a line verl prints; keep only its end.
 MAX_PENDING_CHARS = 256 * 1024
+# When the time budget runs out, this much of the text's end is still read (the latest step line and bar).
+TAIL_ON_CUT_CHARS = 64 * 1024
+BUDGET_CHECK_LINES = 64  # lines between two looks at the clock
 
 # verl.md §8: one ` - `-separated field of the metrics line.
 _FIELD_RE = re.compile(r"^([^:\s]+):(?:np\.\w+\()?([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)|True|False)\)?$")
 # At the start of the line (or after a logging prefix ending in `]`): `step:` inside a
 # message or a key such as `training/global_step:` is not the metrics line.
 _STEP_RE = re.compile(r"(?:^\s*|\]\s*)step:(\d+)(?= - |\s*$)")
+# Every variable part bounded: unbounded ``[^|]*`` / ``[^<\]]*`` rescan the rest of the line from each occurrence of
+# "Training Progress:", quadratic on a line of repeated prefixes (tests/logs/test_regex_fuzz.py). tqdm's bar is at
+# most a terminal wide, its times and rate a few characters.
 _TQDM_RE = re.compile(
-    r"Training Progress:\s*(?P<pct>\d+)%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*"
-    r"\[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*?)\s*\]"
+    r"Training Progress:\s*(?P<pct>\d{1,3})%\|[^|]{0,400}\|\s{0,8}(?P<n>\d{1,12})/(?P<total>\d{1,12})\s{0,8}"
+    r"\[(?P<elapsed>[^<\]]{0,40})<(?P<remaining>[^,\]]{0,40}),\s{0,8}(?P<rate>[^\]]{0,80}?)\s{0,8}\]"
 )
 _INTERVAL_RE = re.compile(r"^(?:(\d+) days?, )?(?:(\d+):)?(\d+):(\d+)$")
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(s/it|it/s)$")
-_TOTAL_STEPS_RE = re.compile(r"Total training steps:\s*(\d+)")
+# verl's PPO trainer (``Total training steps: N``) and its SFT trainer (``Number of steps/epoch 35, number of
+# epochs 3, total number of steps 105``, tests/logs/real/verl-sft-char-count-glued-tqdm.log).
+_TOTAL_STEPS_RE = re.compile(r"(?:Total training steps:|total number of steps)\s*(\d+)")
 _RESUME_RES = (
     re.compile(r"Setting global step to (\d+)"),
     re.compile(r"Load from checkpoint folder: \S*global_step_(\d+)"),
     re.compile(r"Resuming from \S*global_step_(\d+)"),
 )
-# SwanLab 0.9 `sdk/internal/run/greeting.py`; an emoji sits between `swanlab:` and `View`.
-_SWANLAB_RUN_RE = re.compile(r"swanlab:.*View run (?P<name>.*?) at(?:\s+(?P<url>https?://\S+))?\s*$")
-_SWANLAB_PROJECT_RE = re.compile(r"swanlab:.*View project at(?:\s+(?P<url>https?://\S+))?\s*$")
 _URL_LINE_RE = re.compile(r"^\s*(https?://\S+)\s*$")
-
-
-@dataclass(frozen=True)
-class ProgressSnapshot:
-    """What the log says about progress so far. Every field is None until the log says it."""
-
-    step: int | None = None
-    total_steps: int | None = None
-    percent: float | None = None
-    eta_seconds: float | None = None
-    seconds_per_step: float | None = None
-    # The latest `step:N - k:v …` line (N is metrics_step, not repeated in here).
-    metrics: dict[str, MetricValue] = field(default_factory=dict)
-    metrics_step: int | None = None
-    swanlab_url: str | None = None
-    swanlab_project_url: str | None = None
-    swanlab_run_name: str | None = None
-    resumed_from_step: int | None = None
-    training_from_scratch: bool = False
-    phase: str | None = None
-    # Unix time the phase began (None: its marker came in text fed without a time).
-    phase_since: float | None = None
-    eta_basis: str | None = None
-    # The trainer said it would not write the checkpoint tracker (verl #7952: async_save under FSDP).
-    tracker_skipped: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
-        return {
-            "step": self.step,
-            "total_steps": self.total_steps,
-            "percent": self.percent,
-            "eta_seconds": self.eta_seconds,
-            "seconds_per_step": self.seconds_per_step,
-            "metrics": {key: _json_number(value) for key, value in self.metrics.items()},
-            "metrics_step": self.metrics_step,
-            "swanlab_url": self.swanlab_url,
-            "swanlab_project_url": self.swanlab_project_url,
-            "swanlab_run_name": self.swanlab_run_name,
-            "resumed_from_step": self.resumed_from_step,
-            "training_from_scratch": self.training_from_scratch,
-            "phase": self.phase,
-            "phase_since": self.phase_since,
-            "eta_basis": self.eta_basis,
-            "tracker_skipped": self.tracker_skipped,
-        }
-
-
-def _json_number(value: MetricValue) -> MetricValue | str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 def parse_metric_value(text: str) -> MetricValue:
@@ -185,12 +144,14 @@ class _State:
     phase_since: float | None = None
     any_line: bool = False  # the phase is None until the log has said anything
     tracker_skipped: bool = False
+    cut_short: bool = False
     # When the text being consumed arrived (None: unknown), and the first / latest step line seen with a time.
     now: float | None = None
     first_timed: tuple[int, float] | None = None
     last_timed: tuple[int, float] | None = None
 
     def consume(self, raw: str) -> None:
+        raw = raw[: 2 * MAX_LINE_CHARS]  # bounded before any pattern: colours and a prefix fit in the margin
         line = clean_line(raw)
         if not line.strip():
             return
@@ -209,7 +170,7 @@ class _State:
             self._take_tqdm(line)
         if "swanlab" in line:
             self._take_swanlab(line)
-        if "Total training steps" in line:
+        if "Total training steps" in line or "total number of steps" in line:
             found = _TOTAL_STEPS_RE.search(line)
             if found is not None:
                 self.total_steps = int(found.group(1))
@@ -249,20 +210,20 @@ class _State:
         self.total_steps = total
 
     def _take_swanlab(self, line: str) -> None:
-        run = _SWANLAB_RUN_RE.search(line)
-        if run is not None:
-            self.swanlab_run_name = run.group("name").strip() or None
-            if run.group("url"):
-                self._set_run_url(run.group("url"))
+        found = swanlab_greeting(line)
+        if found is None:
+            return
+        which, name, url = found
+        if which == "run":
+            self.swanlab_run_name = (name or "").strip() or None
+            if url:
+                self._set_run_url(url)
             else:
                 self.awaiting_url = "run"
-            return
-        project = _SWANLAB_PROJECT_RE.search(line)
-        if project is not None:
-            if project.group("url"):
-                self.swanlab_project_url = project.group("url")
-            else:
-                self.awaiting_url = "project"
+        elif url:
+            self.swanlab_project_url = url
+        else:
+            self.awaiting_url = "project"
 
     def _take_wrapped_url(self, line: str) -> None:
         waiting, self.awaiting_url = self.awaiting_url, None
@@ -340,6 +301,7 @@ class _State:
             phase_since=self.phase_since,
             eta_basis=basis,
             tracker_skipped=self.tracker_skipped,
+            parsing_cut_short=self.cut_short,
         )
 
 
@@ -351,12 +313,14 @@ class ProgressParser:
     tqdm's latest redraw has no line break after it until the next redraw.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._state = _State()
         self._pending = ""
+        self._clock = clock  # for the time budget only
 
-    def feed(self, text: str, now: float | None = None) -> None:
-        """Consume ``text``; ``now``: when it arrived (Unix time), None when unknown (a backlog)."""
+    def feed(self, text: str, now: float | None = None, budget_s: float | None = None) -> None:
+        """Consume ``text``; ``now``: when it arrived (Unix time), None when unknown (a backlog); ``budget_s``: the
+        most seconds to spend on it (then its end only is read, and the snapshot says ``parsing_cut_short``)."""
         if not text:
             return
         self._state.now = now
@@ -366,19 +330,44 @@ class ProgressParser:
             self._pending = data[-MAX_PENDING_CHARS:]
             return
         self._pending = data[last_break + 1 :][-MAX_PENDING_CHARS:]
-        for raw in data[:last_break].replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-            self._state.consume(raw)
+        lines = data[:last_break].replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        deadline = None if budget_s is None else self._clock() + budget_s
+        for index, raw in enumerate(lines):
+            if deadline is not None and index % BUDGET_CHECK_LINES == 0 and self._clock() > deadline:
+                self._state.cut_short = True
+                for tail_line in _last_chars(lines[index:], TAIL_ON_CUT_CHARS):
+                    _consume_glued(self._state, tail_line)
+                return
+            _consume_glued(self._state, raw)
 
     def snapshot(self) -> ProgressSnapshot:
         if not self._pending:
             return self._state.snapshot()
         state = copy.deepcopy(self._state)
-        state.consume(self._pending)
+        _consume_glued(state, self._pending)
         return state.snapshot()
 
 
-def parse_progress(text: str) -> ProgressSnapshot:
-    """One-shot: the progress a log (tail) shows."""
-    parser = ProgressParser()
-    parser.feed(text)
+def _last_chars(lines: list[str], limit: int) -> list[str]:
+    """The whole lines at the end of ``lines`` that fit in ``limit`` characters."""
+    size, start = 0, len(lines)
+    while start > 0 and size + len(lines[start - 1]) + 1 <= limit:
+        start -= 1
+        size += len(lines[start]) + 1
+    return lines[start:]
+
+
+def _consume_glued(state: _State, raw: str) -> None:
+    """One physical segment, cut where a Ray prefix glued another line on (``…2.50it/s](TaskRunner pid=196)
+    step:7 - …`` after tqdm's newline-less redraw): each piece is a line of its own."""
+    for piece in split_glued(strip_ansi(raw)) if "pid=" in raw else (raw,):
+        state.consume(piece)
+
+
+def parse_progress(
+    text: str, budget_s: float | None = None, clock: Callable[[], float] = time.monotonic
+) -> ProgressSnapshot:
+    """One-shot: the progress a log (tail) shows, within ``budget_s`` seconds when given (see ``feed``)."""
+    parser = ProgressParser(clock)
+    parser.feed(text, budget_s=budget_s)
     return parser.snapshot()

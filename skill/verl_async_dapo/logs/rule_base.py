@@ -47,6 +47,17 @@ def make_rule(
     return Rule(category, kind, needles, re.compile(pattern), weak, supporting, accept, nonfatal)
 
 
+def first_then(first: str, rest: str) -> str:
+    """A linear ``first.*rest``: ``rest`` must follow the *first* occurrence of ``first`` in the line.
+
+    ``A.*B`` searched in a line is quadratic: from every occurrence of A the engine scans to the end for B (a crafted
+    line of repeated A's froze the supervisor, issue 27; tests/logs/test_regex_fuzz.py). If B follows any A it follows
+    the first one, so trying the first is enough: a lookahead (atomic in Python's ``re``) finds it, ``^`` stops the
+    search there. Python 3.10 has no atomic groups, hence the lookahead-and-backreference idiom.
+    """
+    return rf"^(?=(?P<_first>.*?(?:{first})))(?P=_first)(?:{rest})"
+
+
 def positive_count(match: re.Match[str]) -> bool:
     return int(match.group("detail")) > 0
 

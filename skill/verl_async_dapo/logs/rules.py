@@ -12,7 +12,14 @@ from __future__ import annotations
 import re
 
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.logs.rule_base import Rule, local_looking, make_rule, not_local_looking, positive_count
+from verl_async_dapo.logs.rule_base import (
+    Rule,
+    first_then,
+    local_looking,
+    make_rule,
+    not_local_looking,
+    positive_count,
+)
 from verl_async_dapo.logs.rules_types import TYPE_RULES
 from verl_async_dapo.logs.rules_verl import VERL_RULES
 
@@ -43,7 +50,7 @@ RULES: tuple[Rule, ...] = (
         "Could not append to config",
         r"Could not append to config\. An item is already at '(?P<detail>[^']+)'",
     ),
-    _rule(C.CONFIG_ERROR, "hydra_override_syntax", "override_grammar", r"hydra\.cc/docs/\S+/override_grammar"),
+    _rule(C.CONFIG_ERROR, "hydra_override_syntax", "override_grammar", r"hydra\.cc/docs/\S{1,120}?/override_grammar"),
     _rule(
         C.CONFIG_ERROR,
         "missing_mandatory_value",
@@ -81,7 +88,7 @@ RULES: tuple[Rule, ...] = (
         C.CONFIG_ERROR,
         "hf_repo_id_invalid",
         "Repo id must",
-        r"Repo id must (?:be in the form|use alphanumeric)[^\n]*?: '(?P<detail>[^']+)'",
+        first_then(r"Repo id must (?:be in the form|use alphanumeric)", r"[^\n]*?: '(?P<detail>[^']+)'"),
         accept=_not_local_looking,
     ),
     # -- environment: versions that do not fit together -------------------------------------
@@ -136,7 +143,7 @@ RULES: tuple[Rule, ...] = (
         C.MISSING_FILE,
         "model_path_not_found",
         "Repo id must",
-        r"Repo id must (?:be in the form|use alphanumeric)[^\n]*?: '(?P<detail>[^']+)'",
+        first_then(r"Repo id must (?:be in the form|use alphanumeric)", r"[^\n]*?: '(?P<detail>[^']+)'"),
         accept=_local_looking,
     ),
     _rule(
@@ -149,7 +156,7 @@ RULES: tuple[Rule, ...] = (
         C.MISSING_FILE,
         "model_files_missing",
         "does not appear to have a file named",
-        r"(?P<d2>\S+) does not appear to have a file named (?P<detail>[\w.-]+)",
+        r"(?<!\S)(?P<d2>\S+) does not appear to have a file named (?P<detail>[\w.-]+)",
     ),
     _rule(
         C.MISSING_FILE,
@@ -186,7 +193,7 @@ RULES: tuple[Rule, ...] = (
         C.TRACKING,
         "swanlab_auth",
         ("AuthenticationError", "APIKeyFormatError", "Stored API key is for", "API Key"),
-        r"swanlab[\w.]*\.(?:AuthenticationError|APIKeyFormatError)|Stored API key is for '(?P<detail>[^']+)'"
+        r"swanlab[\w.]{0,100}\.(?:AuthenticationError|APIKeyFormatError)|Stored API key is for '(?P<detail>[^']+)'"
         r"|API Key not provided and interactive mode is disabled|Cannot prompt for API Key in no-tty environment",
     ),
     _rule(C.TRACKING, "wandb_auth", "api_key not configured", r"api_key not configured"),
@@ -206,7 +213,7 @@ RULES: tuple[Rule, ...] = (
         C.HOST_OOM,
         "raylet_oom_kill",
         "killed due to memory pressure (OOM)",
-        r"(?P<detail>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        r"(?<!\d)(?P<detail>\d+) Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         accept=_positive_count,
     ),
     _rule(
@@ -222,7 +229,7 @@ RULES: tuple[Rule, ...] = (
         C.HOST_OOM,
         "shm_exhausted",
         ("shared memory (shm)", "/dev/shm"),  # noqa: S108 (a log text, not a path we use)
-        r"insufficient shared memory \(shm\)|/dev/shm.*No space left on device",
+        r"insufficient shared memory \(shm\)|" + first_then(r"/dev/shm", ".*No space left on device"),  # noqa: S108
     ),
     # A bare `Killed` from the shell is SIGKILL, almost always the kernel OOM killer.
     _rule(C.HOST_OOM, "killed_sigkill", "Killed", r"^Killed$|^\S+: line \d+: +\d+ Killed\b"),
@@ -244,7 +251,7 @@ RULES: tuple[Rule, ...] = (
         C.ROLLOUT_OOM,
         "vllm_startup_memory",
         "less than desired GPU memory utilization",
-        r"Free memory on device .* less than desired GPU memory utilization",
+        first_then("Free memory on device ", ".* less than desired GPU memory utilization"),
     ),
     # verl puts vLLM to sleep before each actor update; vLLM checks that freeing its memory lowered the device's
     # usage. Another process allocating on the same GPU in that window fails the check (H200 harness run,
@@ -273,7 +280,7 @@ RULES: tuple[Rule, ...] = (
         C.ROLLOUT_OOM,
         "sglang_cuda_graph",
         "Capture cuda graph failed",
-        r"Capture cuda graph failed:.*(?:out of memory|OutOfMemory)",
+        first_then("Capture cuda graph failed:", ".*(?:out of memory|OutOfMemory)"),
     ),
     # -- training GPU memory (re-filed under rollout_oom when the phase or stack is the rollout) --
     _rule(
@@ -308,7 +315,7 @@ RULES: tuple[Rule, ...] = (
         C.NCCL_TIMEOUT,
         "store_timeout",
         ("Socket Timeout", "DistStoreError"),
-        r"(?:ncclUniqueId|DistBackendError|DistStoreError|TCPStore|store->get).*(?:Socket Timeout|[Tt]imed out)",
+        first_then("ncclUniqueId|DistBackendError|DistStoreError|TCPStore|store->get", ".*(?:Socket Timeout|[Tt]imed out)"),
     ),
     # Not timeouts: a communication error (a peer gone, NCCL's own CUDA call failing, the network).
     _rule(
@@ -337,7 +344,7 @@ RULES: tuple[Rule, ...] = (
         C.WORKER_DIED,
         "raylet_workers_crashed",
         "crashed due to other reasons",
-        r"(?P<detail>\d+) Workers? crashed due to other reasons",
+        r"(?<!\d)(?P<detail>\d+) Workers? crashed due to other reasons",
         supporting=True,
         accept=_positive_count,
     ),

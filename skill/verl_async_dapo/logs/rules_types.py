@@ -74,7 +74,7 @@ TYPE_RULES: tuple[Rule, ...] = (
         C.MISSING_FILE,
         "model_files_missing",
         ("not the path to a directory containing", "No config file found"),
-        r"(?P<detail>\S{1,300}) is not the path to a directory containing a [\w.]{1,40} file|No config file found\b",
+        r"(?<!\S)(?P<detail>\S{1,300}) is not the path to a directory containing a [\w.]{1,40} file|No config file found\b",
     ),
     make_rule(
         C.MISSING_FILE,
@@ -120,7 +120,7 @@ TYPE_RULES: tuple[Rule, ...] = (
         C.TRACKING,
         "wandb_unreachable",
         "api.wandb.ai",
-        r"(?:ProxyError|ConnectionError|ConnectTimeout)\S*: HTTPSConnectionPool\(host='api\.wandb\.ai'",
+        r"(?:ProxyError|ConnectionError|ConnectTimeout)\S{0,80}: HTTPSConnectionPool\(host='api\.wandb\.ai'",
     ),
     # -- host RAM: Ray's memory monitor and its "top memory users" table, raylet / K8s kills ----------
     make_rule(
@@ -274,6 +274,6 @@ TYPE_RULES: tuple[Rule, ...] = (
         C.REWARD_ERROR,
         "reward_signature",
         "got an unexpected keyword argument",
-        r"(?P<detail>\w{0,60}Reward\w{0,60}\.__init__|compute_score)\(\) got an unexpected keyword argument",
+        r"(?P<detail>(?<!\w)\w{0,60}Reward\w{0,60}\.__init__|compute_score)\(\) got an unexpected keyword argument",
     ),
 )

@@ -8,7 +8,7 @@ stay in ``rules.py``.
 from __future__ import annotations
 
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.logs.rule_base import Rule, make_rule
+from verl_async_dapo.logs.rule_base import Rule, first_then, make_rule
 
 C = ErrorCategory
 
@@ -121,7 +121,7 @@ VERL_RULES: tuple[Rule, ...] = (
         C.MISSING_FILE,
         "model_files_missing",
         "Error no file named",
-        r"Error no file named (?P<d2>.+?) found in directory (?P<detail>\S+?)\.?$",
+        first_then("Error no file named ", r"(?P<d2>.+?) found in directory (?P<detail>\S+?)\.?$"),
     ),
     # Newer huggingface_hub prints the message without the path; verl passes a local path there.
     make_rule(

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from verl_async_dapo.logs.progress import parse_metrics_line
-from verl_async_dapo.logs.text import clean_line
+from verl_async_dapo.logs.text import clean_line, split_glued, strip_ansi
 
 # Chart panels: a title and the metric keys it plots, first present wins (verl renamed a few across releases).
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -45,15 +45,22 @@ class Series:
 
 def parse_series(text: str) -> Series:
     series = Series()
-    for raw in text.splitlines():
-        if "step:" not in raw:
+    for physical in text.splitlines():
+        if "step:" not in physical:
             continue
+        # A metrics line glued after tqdm's newline-less bar (``…it/s](TaskRunner pid=1) step:7 - …``) is its own.
+        for raw in split_glued(strip_ansi(physical)):
+            _take(series, raw)
+    return series
+
+
+def _take(series: Series, raw: str) -> None:
+    if "step:" in raw:
         parsed = parse_metrics_line(clean_line(raw))
         if parsed is None:
-            continue
+            return
         step, metrics = parsed
         kept = {k: float(v) for k, v in metrics.items() if k in CHART_KEYS and not isinstance(v, bool)
                 and math.isfinite(float(v))}  # fmt: skip
         if kept:
             series.points[step] = kept
-    return series

@@ -1,7 +1,7 @@
 """Which recorded events become notifications, and their words (pure: the store rows come in as dicts).
 
-"Errors only" by default: an OOM relaunch, a failed run, a stalled run, a vanished target, an exhausted
-relaunch budget, a supervisor crash. Opt-in: ``succeeded`` (the run finished) and ``progress`` (every N steps).
+"Errors only" by default: an OOM relaunch, a stall's relaunch, a failed run, a stalled run, a vanished target, an
+exhausted relaunch budget, a supervisor crash. Opt-in: ``succeeded`` (the run finished) and ``progress`` (every N steps).
 Every message names the run, the target and the one command (and MCP tool) to look closer.
 """
 
@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.notify.formats import Notice
 from verl_async_dapo.records import AttemptError
 
+# A relaunch is recorded as the kind of what caused it: OOM recovery (a memory-saving step was added) or a stall's
+# relaunch (same settings, opt-in VAD_STALL_RELAUNCH=1). Both draw on the run's one relaunch budget.
+OOM_RECOVERY = "oom_recovery"
+STALL_RECOVERY = "stall_recovery"
 ERROR_EVENTS = frozenset({
-    "oom_recovery", "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted", "supervisor_error",
+    OOM_RECOVERY, STALL_RECOVERY, "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted", "supervisor_error",
 })  # fmt: skip
 OPT_IN = {"run_succeeded": "succeeded", "progress_step": "progress"}
+
+
+def recovery_event_kind(category: ErrorCategory | None) -> str:
+    """The event kind of a relaunch after an attempt that ended in ``category``."""
+    return STALL_RECOVERY if category is ErrorCategory.STALLED else OOM_RECOVERY
 
 
 def wanted(kind: str, opt_ins: tuple[str, ...]) -> bool:
@@ -55,6 +65,14 @@ def render(event: dict[str, Any], target: str | None, last_error: AttemptError |
         text = (
             f"{where}: attempt {data.get('attempt')} hit {category}; relaunching with {changes}, resuming from "
             "the last checkpoint."
+        )
+    elif kind == "stall_recovery":
+        k, n = data.get("relaunch"), data.get("max_relaunches")
+        budget = f" (relaunch {k} of {n})" if k and n is not None else ""
+        title = f"[verl] stalled in attempt {data.get('attempt')}: relaunching{budget}"
+        text = (
+            f"{where}: attempt {data.get('attempt')} printed nothing for the stall window and was stopped; "
+            "relaunching with the same settings, resuming from the last checkpoint (no OOM: nothing was changed)."
         )
     elif kind == "run_failed":
         title = f"[verl] training failed: {where}"

@@ -18,6 +18,9 @@ from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
 STALE_PROGRESS_SECONDS = 30.0
+# The most a status call spends parsing the log's last MiB (issue 27: a crafted line froze `status` ~4.5 min); past
+# it the tail's end is read and the answer says "parsing cut short".
+STATUS_PARSE_BUDGET_S = 2.0
 
 
 async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressReport:
@@ -56,7 +59,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "features": current.config.get("effective", []) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
-        "swanlab_url": run.swanlab_url,
+        "swanlab_url": run.swanlab_url, "parsing_cut_short": bool(progress.get("parsing_cut_short")),
         "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
     })  # fmt: skip
 
@@ -95,4 +98,4 @@ async def _progress_from_tail(handle: JobHandle) -> dict[str, Any] | None:
         tail = await get_target(handle.target).read_tail(handle.log_path, 1 << 20)
     except TargetError:
         return None
-    return parse_progress(tail.decode("utf-8", errors="replace")).to_dict()
+    return parse_progress(tail.decode("utf-8", errors="replace"), budget_s=STATUS_PARSE_BUDGET_S).to_dict()

@@ -253,6 +253,10 @@ class ProgressOut(_Out):
     final_reason: str | None = None
     suggestions: list[str] = []
     chart_note: str | None = Field(None, description="With chart=true: what the PNG shows, or why there is none")
+    parsing_cut_short: bool = Field(
+        False, description="Reading the log took longer than its time budget: only its end was read (a hostile or "
+        "garbled log); step and metrics are from that end",
+    )  # fmt: skip
 
 
 class AttemptErrorOut(_Out):

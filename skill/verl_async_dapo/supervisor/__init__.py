@@ -26,6 +26,7 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.notify.events import recovery_event_kind
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
 from verl_async_dapo.records import AttemptError, SupervisorDecision
@@ -174,8 +175,9 @@ class Supervisor(AttemptWatching):
                                                self.settings.max_oom_retries)  # fmt: skip
             return self._finish("failed", decision.reason, list(decision.suggestions))
         self.ctx.store.update_run(self.run_id, status="retrying")
+        # The event says what happened: a stall's relaunch is no OOM recovery (recovery_event_kind).
         self.ctx.store.add_event(
-            "warning", "oom_recovery", f"attempt {attempt.n} failed ({decision.reason})",
+            "warning", recovery_event_kind(category), f"attempt {attempt.n} failed ({decision.reason})",
             run_id=self.run_id, data={"attempt": attempt.n, "changes": list(decision.changes),
                                       "category": category.value if category else None, "relaunch": relaunches + 1,
                                       "max_relaunches": self.settings.max_oom_retries},

@@ -3,10 +3,13 @@ memory (nvidia-smi), the job's processes, and ``py-spy dump`` of its Python proc
 
 "The job's processes" are its process group *and every descendant*: Ray gives its workers (``ray::WorkerDict``, the
 trainer) process groups of their own under the raylet, and a descendant may even start a session of its own. Stopped
-processes (state T) are named on their own line, and Python processes are dumped most telling first: stopped ones,
-then Ray's workers, then the driver. (On the H200 hang, bench/gpu/results/hang, the SIGSTOPped worker was one row of
-40, and the three py-spy dumps went to the driver, ``gcs_server`` — not Python, its path holds ``python3.12`` — and
-Ray's autoscaler monitor.)
+processes (state T) are named on their own line. py-spy dumps go to the processes that explain a hang, most telling
+first (``dump_order``): stopped ones, the driver (``main_dapo`` / ``main_ppo``), ``ray::…TaskRunner``, ``ray::WorkerDict``,
+then Ray's other actors; never Ray's own background processes (raylet, gcs_server, the autoscaler monitor, the
+dashboard and its agents, log_monitor, idle workers), which are in every job's tree and idle in every hang. (On the
+H200 hang, bench/gpu/results/hang, the SIGSTOPped worker was one row of 40, and the three py-spy dumps went to the
+driver, ``gcs_server`` and Ray's autoscaler monitor.) A stopped process is dumped with ``--nonblocking``: py-spy
+otherwise ptrace-suspends its target, which fails for a process already in state T (there, exit 1 and no stack).
 """
 
 from __future__ import annotations
@@ -102,10 +105,42 @@ def job_tree(procs: list[Proc], pgid: int) -> list[Proc]:
     return [proc for proc in procs if proc.pid in members]
 
 
+# Ray's own processes: in every job's tree, idle in every hang (the H200 hang's ps rows, bench/gpu/results/hang).
+_RAY_BACKGROUND = ("/ray/autoscaler/", "/ray/dashboard/", "ray-dashboard-", "/ray/_private/log_monitor.py",
+                   "/ray/_private/runtime_env/", "ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent",
+                   "ray::_StatsActor", "multiprocessing.resource_tracker", "multiprocessing.forkserver")  # fmt: skip
+_DRIVERS = ("main_dapo", "main_ppo", "main_grpo", "verl.trainer.main")
+
+
+def is_ray_background(proc: Proc) -> bool:
+    args = proc.args
+    program = args.split(" ", 1)[0].rsplit("/", 1)[-1]
+    return program in ("raylet", "gcs_server") or any(marker in args for marker in _RAY_BACKGROUND)
+
+
+def dump_rank(proc: Proc) -> int:
+    """0 most telling: stopped; then the driver, the TaskRunner, a WorkerDict, another Ray actor, any other Python."""
+    title = proc.args.split(" ", 1)[0]
+    if proc.stopped:
+        return 0
+    if any(name in proc.args for name in _DRIVERS) and not title.startswith("ray::"):
+        return 1
+    if title.startswith("ray::") and "TaskRunner" in title:
+        return 2
+    if title.startswith("ray::WorkerDict"):
+        return 3
+    return 4 if title.startswith("ray::") else 5
+
+
 def dump_order(tree: list[Proc]) -> list[int]:
-    """Python processes worth a py-spy dump, most telling first: stopped ones, Ray's workers, then the rest."""
-    python = [proc for proc in tree if proc.is_python]
-    return [p.pid for p in sorted(python, key=lambda p: (not p.stopped, not p.args.startswith("ray::")))]
+    """Python processes worth a py-spy dump, most telling first (``dump_rank``); Ray's background processes never."""
+    python = [proc for proc in tree if proc.is_python and not is_ray_background(proc)]
+    return [p.pid for p in sorted(python, key=dump_rank)]  # sorted is stable: ps order within a rank
+
+
+def py_spy_argv(proc: Proc) -> list[str]:
+    """``--nonblocking`` for a stopped process: py-spy cannot ptrace-suspend what is already stopped."""
+    return ["py-spy", "dump", *(["--nonblocking"] if proc.stopped else []), "--pid", str(proc.pid)]
 
 
 async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[str, Any]:
@@ -118,7 +153,7 @@ async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[s
     code, out = await _run(target, GPU_QUERY)
     bundle["nvidia_smi"] = out[-2000:] if code == 0 else f"nvidia-smi unavailable (exit {code}): {out[-300:]}"
     bundle["gpu_util"] = gpu_summary(out) if code == 0 else None
-    pids: list[int] = []
+    to_dump: list[Proc] = []
     if pgid is not None:
         code, out = await _run(target, PS_ARGV)
         if code == 0:
@@ -127,7 +162,8 @@ async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[s
             stopped = [proc.line for proc in tree if proc.stopped]
             if stopped:
                 bundle["stopped_processes"] = stopped[:10]
-            pids = dump_order(tree)
+            by_pid = {proc.pid: proc for proc in tree}
+            to_dump = [by_pid[pid] for pid in dump_order(tree)]
         else:
             bundle["processes"] = [f"ps failed (exit {code}): {out[-300:]}"]
     else:
@@ -137,8 +173,9 @@ async def collect(target: Target, handle: JobHandle, pgid: int | None) -> dict[s
         bundle["py_spy"] = PY_SPY_HINT
     else:
         dumps = []
-        for pid in pids[:MAX_DUMPS]:
-            code, out = await _run(target, ["py-spy", "dump", "--pid", str(pid)], timeout=30)
-            dumps.append(f"--- py-spy dump --pid {pid} (exit {code}) ---\n{out[-4000:]}")
+        for proc in to_dump[:MAX_DUMPS]:
+            argv = py_spy_argv(proc)
+            code, out = await _run(target, argv, timeout=30)
+            dumps.append(f"--- {' '.join(argv)} (exit {code}) ---\n{out[-4000:]}")
         bundle["py_spy"] = "\n".join(dumps) or "no Python process found in the job's processes"
     return bundle

@@ -124,6 +124,11 @@ class Control:
     step_seconds: float | None = None
     startup_seconds: float = 0.0
     skip_tracker: bool = False
+    # From this step's metrics line on, tqdm's redraw before it gets no newline, so the line is glued onto the bar
+    # (``…2.50it/s](TaskRunner pid=N) step:7 - …``, as a terminal-less tqdm under Ray printed it: issue 26).
+    glue_tqdm_from_step: int | None = None
+    # Printed by the TaskRunner right after its hostname line, as given (a test's crafted or hostile lines).
+    echo_lines: list[str] = field(default_factory=list)
     train_samples: int = 17398
     val_samples: int = 30
 

@@ -135,6 +135,8 @@ class Trainer:
             "View the dashboard at 127.0.0.1:8265 "
         )
         self.out.runner(f"{self.ray.runner} hostname: {socket.gethostname()}, PID: {self.ray.runner_pid}")
+        for line in self.ctl.echo_lines:
+            self.out.runner(line)
         self.resolved = OmegaConf.to_container(self.cfg, resolve=True)
         self.out.runner_pprint(self.resolved)
         self.check_startup_config()
@@ -306,7 +308,7 @@ class Trainer:
             if truthy(self.get("trainer.val_only", False)):
                 tracking.finish()
                 return
-        bar = ProgressBar(self.out, total, initial=step)
+        bar = ProgressBar(self.out, total, initial=step, glue_from=self.ctl.glue_tqdm_from_step)
         save_freq = int(self.get("trainer.save_freq", -1))
         test_freq = int(self.get("trainer.test_freq", -1))
         per_epoch = max(total // max(int(self.get("trainer.total_epochs", 1)), 1), 1)

@@ -67,8 +67,13 @@ class ProgressBar:
     CHARSET = " ▏▎▍▌▋▊▉█"
     WIDTH = 10  # tqdm's bar width when the output is not a terminal
 
-    def __init__(self, out: RayOut, total: int, initial: int, desc: str = "Training Progress") -> None:
+    def __init__(
+        self, out: RayOut, total: int, initial: int, desc: str = "Training Progress", glue_from: int | None = None
+    ) -> None:
         self.out, self.total, self.initial, self.desc = out, total, initial, desc
+        # The redraw before step ``glue_from``'s line and every later one ends without a newline: the next line
+        # printed (the metrics line, from stdout into the same log) lands on the bar's line.
+        self.glue_from = glue_from
         self.n = initial
         self.started = time.monotonic()
         self._render()
@@ -98,7 +103,8 @@ class ProgressBar:
         )
 
     def _render(self) -> None:
-        sys.stderr.write(f"({self.out.runner_name} pid={self.out.runner_pid}) \r{self.line()}\n")
+        glued = self.glue_from is not None and self.n + 1 >= self.glue_from
+        sys.stderr.write(f"({self.out.runner_name} pid={self.out.runner_pid}) \r{self.line()}{'' if glued else chr(10)}")
         sys.stderr.flush()
 
     def update(self, count: int = 1) -> None:
