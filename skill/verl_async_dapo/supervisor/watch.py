@@ -12,13 +12,15 @@ from typing import Any
 
 import anyio
 
+from verl_async_dapo import resume_check
 from verl_async_dapo.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
+from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError
+from verl_async_dapo.records import AttemptError, SupervisorDecision
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
+from verl_async_dapo.verl import checkpoint_dir_for
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
@@ -31,6 +33,7 @@ class AttemptWatching:
 
     ctx: Any
     run_id: str
+    settings: Any
     target: Any
     watchman: Any
     _progress: Any
@@ -99,9 +102,33 @@ class AttemptWatching:
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
             self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
             return
+        if exit_code is None and (evidence := await self._ended_well(parser, text)) is not None:
+            # No exit status kept (the launcher died before writing rc), but the attempt's own evidence says it
+            # finished: relaunching it would redo the run's start-up for nothing (issue 27, item 7).
+            log.warning("attempt %d left no exit status; it ended well by its own evidence: %s", attempt.n, evidence)
+            decision = SupervisorDecision(relaunch=False, reason=f"ended well by its own evidence: {evidence}")
+            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", decision=decision)
+            return
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
         error = self.watchman.stalled_error(attempt.n) or attempt_error(text, exit_code, self.ctx.scrub)
         self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
+
+    async def _ended_well(self, parser: ProgressParser, text: str) -> str | None:
+        """Why an attempt without an exit status finished, from its own evidence, else None: the log's last step
+        is the last one, no error in the log's tail, and the checkpoint tracker names that step (unless the
+        trainer said it writes none). Any doubt is None: the classified cause decides as before."""
+        snap = parser.snapshot()
+        total = max(self.settings.train_steps, snap.total_steps or 0)
+        if snap.step is None or snap.step < total or classify(text).primary is not None:
+            return None
+        evidence = f"step {snap.step}/{total} in its log, no error in its tail"
+        if snap.tracker_skipped:
+            return evidence + " (the trainer writes no checkpoint tracker)"
+        ckpt = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
+                                          save_freq=self.settings.save_freq, last_step=snap.step)  # fmt: skip
+        if ckpt.tracker_step != snap.step:
+            return None
+        return evidence + f", checkpoint tracker at step {ckpt.tracker_step}"
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
         """The log's classification window (its last MiB), into ``box`` ("data", or the "error" to raise)."""
