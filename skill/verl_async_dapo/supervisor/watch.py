@@ -26,6 +26,7 @@ log = logging.getLogger("verl_async_dapo.supervisor")
 
 PROGRESS_WRITE_SECONDS = 2.0
 FOLLOW_RETRY_SECONDS = 2.0
+FINAL_PROGRESS_WAIT_SECONDS = 60.0
 
 
 class AttemptWatching:
@@ -78,8 +79,7 @@ class AttemptWatching:
                 await reader.read_rest(self.target, handle)
             except TargetError as exc:
                 log.warning("could not read the end of the log (%s); progress may lag", exc)
-        self._save_progress(parser, attempt.n)
-        self._unsaved = None
+        await self._save_final_progress(parser, attempt.n)
         self.watchman.attempt_ended()
         if self._target_gone is not None:
             error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="target_gone", line=None,
@@ -146,6 +146,21 @@ class AttemptWatching:
         except TargetError as exc:
             log.warning("cannot read job status (%s); will retry", exc)
             return None
+
+    async def _save_final_progress(self, parser: ProgressParser, attempt_n: int) -> None:
+        """The attempt's last snapshot, before its end is recorded: a busy store is waited out (bounded), then
+        StoreBusy, so the process around restarts and reattaches (reading the log again). Skipped on a busy
+        store, it was lost: the run ended "succeeded" at step 5/6 (issue 27, finding 6)."""
+        deadline = time.monotonic() + FINAL_PROGRESS_WAIT_SECONDS
+        while True:
+            self._save_progress(parser, attempt_n)
+            if self._unsaved is None:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"the final progress of attempt {attempt_n} could not be saved for "
+                                f"{FINAL_PROGRESS_WAIT_SECONDS:.0f} s")  # fmt: skip
+            log.warning("final progress of attempt %d not saved yet; retrying", attempt_n)
+            await anyio.sleep(0.5)
 
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None
