@@ -88,10 +88,10 @@ def test_the_final_progress_is_written_even_when_the_store_was_locked_at_that_mo
 
     from sv_helpers import prepare_host_tree, wait_until
 
-    # 0.3 s steps: the old code lost the final progress 4 of 4 times at this pace (not at 0.6 s: the timing of
-    # its writes shifts); under heavy load the run can end before step 1 is polled (seen once in a long batch).
+    # 0.3 s steps, 12 of them: at 6 the run could end before the freeze on a loaded machine. Timing-dependent
+    # on the old code: it lost the final progress 2 of 2 (6 steps), 1 of 2 (12 steps), 0 of 4 at 0.6 s steps.
     prepare_host_tree(host_verl_tree, {"step_seconds": 0.3})
-    cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=6, SAVE_FREQ=3)
+    cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=12, SAVE_FREQ=4)
     run_id = cli.start("host")["run_id"]
     pid = cli.wait_step(run_id, 1).supervisor_pid
     assert pid
@@ -101,7 +101,7 @@ def test_the_final_progress_is_written_even_when_the_store_was_locked_at_that_mo
         job = cli.attempts(run_id)[0].job
         assert job is not None
         wait_until(lambda: (Path(job["job_dir"]) / "rc").exists() or None, "the job to end", 60)
-        assert (cli.run_row(run_id).progress or {}).get("step", 0) < 6
+        assert (cli.run_row(run_id).progress or {}).get("step", 0) < 12
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.home / "state.db"), "60"],
                                   stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -117,4 +117,4 @@ def test_the_final_progress_is_written_even_when_the_store_was_locked_at_that_mo
             holder.wait()
     row = cli.wait_status(run_id, {"succeeded", "failed"}, timeout=60)
     assert row.status == "succeeded", cli.explain(run_id)
-    assert (row.progress or {}).get("step") == 6, (row.progress, cli.explain(run_id))
+    assert (row.progress or {}).get("step") == 12, (row.progress, cli.explain(run_id))
