@@ -16,6 +16,9 @@ RESERVED_KEYS = {"actor/perf/max_memory_allocated_gb": "actor/perf/max_memory_re
                  "perf/max_memory_allocated_gb": "perf/max_memory_reserved_gb"}  # fmt: skip
 
 
+MARKERS_UP_TO = 200
+
+
 @dataclass(frozen=True)
 class AttemptSeries:
     n: int
@@ -51,7 +54,8 @@ def render_png(attempts: list[AttemptSeries], *, title: str, dpi: int = 90) -> b
             if not steps:
                 continue
             color = colors[i % len(colors)]
-            ax.plot(steps, values, marker="o", markersize=3, linewidth=1.2, color=color, label=f"attempt {attempt.n}")
+            marker = "o" if len(steps) <= MARKERS_UP_TO else None  # thousands of dots are a smear and slow
+            ax.plot(steps, values, marker=marker, markersize=3, linewidth=1.2, color=color, label=f"attempt {attempt.n}")
             reserved = RESERVED_KEYS.get(key)
             if reserved:
                 r_steps, r_values = attempt.series.values(reserved)

@@ -57,8 +57,16 @@ class AppContext:
         return self.config_home / "swanlab.json"
 
     def run_dir(self, run_id: str) -> Path:
-        path = self.home / "runs" / run_id
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        """``<home>/runs/<run_id>``, both 0700: mkdir(parents=True) gave ``runs/`` the umask's 0755, so every
+        user could list the run ids and their files' names (issue 27, finding 6); an older 0755 one is tightened."""
+        from verl_async_dapo.secret_store import ensure_private_dir
+
+        runs = self.home / "runs"
+        ensure_private_dir(runs)
+        if runs.stat().st_mode & 0o077 and runs.stat().st_uid == os.getuid():
+            os.chmod(runs, 0o700)
+        path = runs / run_id
+        ensure_private_dir(path)
         return path
 
     def known_secrets(self) -> list[str]:

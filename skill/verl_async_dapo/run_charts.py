@@ -64,4 +64,6 @@ async def progress_chart(ctx: AppContext, run_id: str | None) -> tuple[bytes | N
         return None, "cannot draw: matplotlib is not installed (pip install matplotlib)"
     title = f"{run.id} · {run.status} · {len(drawn)} attempt(s)"
     png = await anyio.to_thread.run_sync(lambda: render_png(drawn, title=title))
+    # What was not drawn as the log printed it (downsampled, clamped, left out) is said, per attempt.
+    notes += [f"attempt {a.n}: {note}" for a in drawn for note in a.series.notes()]
     return png, "; ".join([f"{points} step(s) over {len(drawn)} attempt(s)", *notes])

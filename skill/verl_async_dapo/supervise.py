@@ -51,7 +51,9 @@ def main(run_id: str) -> int:
         filename=str(ctx.run_dir(run_id) / "supervisor.log"), level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
     )  # fmt: skip
-    if watchdog.enabled(ctx.env):  # a SIGKILL of this process is healed without waiting for a client
+    # A SIGKILL of this process is healed without waiting for a client. Started by spawn_supervisor (the lock
+    # inherited), the spawner started the watchdog already, before this process could be killed unwatched.
+    if not fd and watchdog.enabled(ctx.env):
         watchdog.spawn(run_id, os.getpid())
     try:
         return _supervise(ctx, run_id)

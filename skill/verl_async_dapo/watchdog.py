@@ -2,10 +2,13 @@
 
 The supervisor restarts itself after a crash or a locked store (supervise.py), but a SIGKILL (the OOM killer, a
 ``kill -9``) ends the process: until then the run stayed unwatched until the next tool call healed it, and an OOM in
-that window was not recovered. ``supervise.main`` starts one watchdog per supervisor process, in a session of its
-own, so a kill of the supervisor does not take it along. It polls the supervisor's pid; once that is gone and the
-run is still active, it heals the run (``runs.heal``: a new supervisor, which starts its own watchdog; heal's
-crash-loop limit still applies) and exits. A run that ended is left alone. Off with VERL_ASYNC_DAPO_WATCHDOG=0.
+that window was not recovered. Each supervisor process has one watchdog, in a session of its own, so a kill of
+the supervisor does not take it along: ``spawn_supervisor`` starts it with the supervisor, watching its pid from
+its first instant (``supervise.main`` starts one itself only when it was started directly). It polls the
+supervisor's pid; once that is gone and the run is still active, it heals the run (``runs.heal``: a new supervisor,
+whose watchdog ``spawn_supervisor`` starts before it returns, so a second kill right after the restart is healed
+too; heal's crash-loop limit still applies) and exits. A run that ended is left alone. Off with
+VERL_ASYNC_DAPO_WATCHDOG=0.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ def enabled(env: Mapping[str, str]) -> bool:
     return env.get(WATCHDOG_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def spawn(run_id: str, supervisor_pid: int) -> None:
-    """Start the watchdog of the supervisor ``supervisor_pid`` (the caller), detached, with no stdio."""
+def spawn(run_id: str, supervisor_pid: int, env: Mapping[str, str] | None = None) -> None:
+    """Start the watchdog of the supervisor ``supervisor_pid``, detached, with no stdio. ``env``: the supervisor's
+    (its state dir), when the caller is the process that spawned it rather than the supervisor itself."""
     subprocess.Popen(
         [sys.executable, "-m", "verl_async_dapo.watchdog", run_id, str(supervisor_pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        close_fds=True,
+        close_fds=True, env=dict(env) if env is not None else None,
     )  # fmt: skip
 
 

@@ -101,3 +101,68 @@ def test_importing_the_server_does_not_import_matplotlib() -> None:
             "print('matplotlib' in sys.modules, 'verl_async_dapo.charts' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
+
+
+def _hostile_log(tmp_path: Path) -> Path:
+    """The real healthy log, its values replaced by what a log may print: 400 digits, ±1e308, nan, inf."""
+    import re
+
+    lines = HEALTHY.read_text().splitlines()
+    swaps = {2: "9" * 400, 3: "1e308", 4: "-1e308", 5: "nan", 6: "inf"}
+    out = [lines[0]]
+    for line in lines[1:]:
+        step = int(re.search(r"step:(\d+)", line).group(1))  # type: ignore[union-attr]
+        if step in swaps:
+            line = re.sub(r"(critic/score/mean|response_length/mean|timing_s/step):[^ ]+", rf"\1:{swaps[step]}", line)
+        out.append(line)
+    log = tmp_path / "hostile.metrics.log"
+    log.write_text("\n".join(out) + "\n")
+    return log
+
+
+def _host_run(app: AppContext, tmp_path: Path, log: Path) -> str:
+    run_id = app.store.create_run(app.store.create_session(), "host", {})
+    app.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="test")
+    app.store.update_attempt(run_id, 1, status="succeeded",
+                             job={"target": "host", "job_dir": str(tmp_path / "job"), "log_path": str(log)})  # fmt: skip
+    app.store.update_run(run_id, status="succeeded")
+    return run_id
+
+
+def test_hostile_metric_values_are_clamped_or_left_out_and_said(tmp_path: Path) -> None:
+    app = AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={})
+    try:
+        png, note = anyio.run(progress_chart, app, _host_run(app, tmp_path, _hostile_log(tmp_path)))
+    finally:
+        app.close()
+    assert png is not None and png.startswith(PNG_MAGIC) and _pixels(png).shape[:2] == (630, 1080)
+    assert "6 step(s) over 1 attempt(s)" in note
+    assert "6 value(s) beyond ±1e+12 drawn at the edge" in note  # 1e308 and -1e308, in three keys
+    assert "value(s) that are not finite numbers (nan, inf, too many digits) left out" in note
+    series = parse_series(_hostile_log(tmp_path).read_text())
+    assert max(abs(v) for m in series.points.values() for v in m.values()) == 1e12
+
+
+def test_a_million_points_are_downsampled_and_said(tmp_path: Path) -> None:
+    """A real metrics line repeated for 10^6 steps: drawn from at most MAX_LINES of them, in seconds."""
+    import time
+
+    real = HEALTHY.read_text().splitlines()
+    # Its charted fields only (the real line is 2 KB: 10^6 of them would be 2 GB), the score varied per step.
+    fields = [f for f in real[1].split(" - ") if f.split(":")[0] in ("timing_s/step", "response_length/mean")]
+    log = tmp_path / "long.metrics.log"
+    with log.open("w") as fh:
+        fh.write(real[0] + "\n")
+        fh.writelines(f"step:{step} - critic/score/mean:{step % 97} - {' - '.join(fields)}\n"
+                      for step in range(1, 1_000_001))  # fmt: skip
+    app = AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={})
+    began = time.monotonic()
+    try:
+        png, note = anyio.run(progress_chart, app, _host_run(app, tmp_path, log))
+    finally:
+        app.close()
+    elapsed = time.monotonic() - began
+    assert png is not None and png.startswith(PNG_MAGIC)
+    drawn = int(note.split(" step(s)")[0])
+    assert 3980 <= drawn <= 4000 and "1000000 metrics lines: 1 in 251 drawn" in note, note  # MAX_LINES: 4000
+    assert elapsed < 120, elapsed  # ~10 s on a loaded 2-core machine; it took minutes to draw before

@@ -1,5 +1,6 @@
-"""configure_notifications over MCP (both protocol eras): the test message reaches the service stand-in on
-127.0.0.1 and its answer comes back; the URL and the signing secret never appear in any tool output."""
+"""configure_notifications over MCP (both protocol eras): a test message goes out only when asked (test: true),
+reaches the service stand-in on 127.0.0.1 and its answer comes back fenced; showing sends nothing; the URL and
+the signing secret never appear in any tool output."""
 
 from __future__ import annotations
 
@@ -24,25 +25,33 @@ def svc() -> Iterator[Services]:
 
 async def test_add_a_signed_feishu_bot_and_list_it(connect: Callable[..., Any], svc: Services) -> None:
     async with connect() as client:
-        added = await client.call_tool("configure_notifications",
-                                       {"kind": "feishu", "url": svc.url("feishu"), "secret": CANARY_SECRET})  # fmt: skip
+        added = await client.call_tool("configure_notifications", {"kind": "feishu", "url": svc.url("feishu"),
+                                                                   "secret": CANARY_SECRET, "test": True})  # fmt: skip
         text = result_text(added)
         assert not added.is_error, text
         (sink,) = added.structured_content["sinks"]
-        assert sink["accepted"] is True and sink["answer"] == "HTTP 200, code 0: success"
+        assert sink["accepted"] is True and sink["answer"] == "HTTP 200, code 0: «success»"
         assert sink["setting"] == "feishu 127.0.0.1; signed (from argument)"
         assert CANARY_SECRET not in text and "hook-id" not in text
-        listed = await ok(client, "configure_notifications", {})
-        assert [s["kind"] for s in listed["sinks"]] == ["feishu"] and listed["sinks"][0]["accepted"] is True
-        assert listed["events"] == ["errors"]
+        for _ in range(2):  # showing is not sending
+            listed = await ok(client, "configure_notifications", {})
+        assert [s["kind"] for s in listed["sinks"]] == ["feishu"] and listed["sinks"][0]["tested"] is False
+        assert listed["events"] == ["errors"] and listed["sinks"][0]["events"] == ["errors"]
+        assert "Nothing was sent" in listed["note"]
+        assert len(svc.of("feishu")) == 1
+        # Its own filter, without the URL again (no form asked) and without a message.
+        edited = await ok(client, "configure_notifications", {"kind": "feishu", "events": "succeeded"})
+        assert edited["sinks"][0]["events"] == ["errors", "succeeded"] and edited["events"] == ["errors"]
+        tested = await ok(client, "configure_notifications", {"test": True})
+        assert tested["sinks"][0]["accepted"] is True
     assert [r.verdict for r in svc.of("feishu")] == ["ok", "ok"]
 
 
 async def test_a_wrong_secret_is_refused_with_the_services_answer(connect: Callable[..., Any], svc: Services) -> None:
     async with connect() as client:
-        message = await refused(client, "configure_notifications",
-                                {"kind": "feishu", "url": svc.url("feishu"), "secret": "wrong-" + CANARY_SECRET[:4]})  # fmt: skip
-        assert "code 19021" in message and "nothing was saved" in message
+        message = await refused(client, "configure_notifications", {"kind": "feishu", "url": svc.url("feishu"),
+                                "secret": "wrong-" + CANARY_SECRET[:4], "test": True})  # fmt: skip
+        assert "code 19021: «sign match fail" in message and "nothing was saved" in message
         listed = await ok(client, "configure_notifications", {})
         assert listed["sinks"] == [] and "no notification sink" in listed["note"]
 
@@ -68,7 +77,7 @@ class Form:
 async def test_the_url_and_secret_come_from_the_users_form(connect: Callable[..., Any], svc: Services) -> None:
     form = Form("accept", {"url": svc.url("feishu"), "secret": CANARY_SECRET})
     async with connect(elicitation_callback=form) as client:
-        added = await client.call_tool("configure_notifications", {"kind": "feishu"})
+        added = await client.call_tool("configure_notifications", {"kind": "feishu", "test": True})
         text = result_text(added)
         assert not added.is_error, text
         assert added.structured_content["sinks"][0]["accepted"] is True

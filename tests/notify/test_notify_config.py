@@ -1,5 +1,6 @@
 """Configuration: environment > config file > ask; the file and the DB hold references only; configure sends a
-test message and saves only what the service accepted; bad input changes nothing."""
+test message only when asked (test=True) and then saves only what the service accepted; bad input changes
+nothing; each sink has its own events filter."""
 
 from __future__ import annotations
 
@@ -28,10 +29,10 @@ def test_nothing_configured_means_no_sinks(app: AppContext) -> None:
 
 
 def test_configure_tests_then_saves_references_only(app: AppContext, svc: Services) -> None:
-    report = anyio.run(lambda: configure(app, kind="feishu", url=svc.url("feishu"), secret=CANARY_SECRET))
+    report = anyio.run(lambda: configure(app, kind="feishu", url=svc.url("feishu"), secret=CANARY_SECRET, test=True))
     assert report.changed
     (sink,) = report.sinks
-    assert sink.accepted and "code 0" in (sink.answer or "")
+    assert sink.accepted and sink.answer == "HTTP 200, code 0: «success»"
     assert sink.setting == "feishu 127.0.0.1; signed (from argument)"
     assert svc.of("feishu")[0].verdict == "ok"  # the test message, signed
     text = app.notify_config_file.read_text()
@@ -44,8 +45,8 @@ def test_configure_tests_then_saves_references_only(app: AppContext, svc: Servic
 
 
 def test_a_refused_test_saves_nothing(app: AppContext, svc: Services) -> None:
-    with pytest.raises(NotifyConfigError, match=r"did not accept the test message \(HTTP 200, code 310000: sign not"):
-        anyio.run(lambda: configure(app, kind="dingtalk", url=svc.url("dingtalk"), secret="SECwrong"))
+    with pytest.raises(NotifyConfigError, match=r"did not accept the test message \(HTTP 200, code 310000: «sign not"):
+        anyio.run(lambda: configure(app, kind="dingtalk", url=svc.url("dingtalk"), secret="SECwrong", test=True))
     assert not app.notify_config_file.exists()
 
 
@@ -63,16 +64,22 @@ def test_bad_input_is_refused_and_changes_nothing(app: AppContext, kwargs: dict[
 
 
 def test_environment_overrides_the_file_per_kind(app: AppContext, svc: Services) -> None:
-    anyio.run(lambda: configure(app, kind="slack", url=svc.url("slack"), events="succeeded"))
-    anyio.run(lambda: configure(app, kind="wecom", url=svc.url("wecom")))
+    anyio.run(lambda: configure(app, events="succeeded"))
+    anyio.run(lambda: configure(app, kind="slack", url=svc.url("slack")))
+    anyio.run(lambda: configure(app, kind="wecom", url=svc.url("wecom"), events="progress"))
     env_app = AppContext(home=app.home, config_home=app.config_home,
-                         env={"VAD_NOTIFY_SLACK_URL": svc.url("slack") + "ENV", "VAD_NOTIFY_EVENTS": "all"})  # fmt: skip
+                         env={"VAD_NOTIFY_SLACK_URL": svc.url("slack") + "ENV", "VAD_NOTIFY_EVENTS": "all",
+                              "VAD_NOTIFY_WECOM_EVENTS": "errors"})  # fmt: skip
     resolved = _resolve(env_app)
     by_kind = {s.kind.value: s for s in resolved.sinks}
     assert by_kind["slack"].source == "env" and by_kind["slack"].url.get_secret_value().endswith("ENV")  # type: ignore[union-attr]
     assert by_kind["wecom"].source == "config_file"
     assert resolved.events == ("succeeded", "progress")
-    assert _resolve(app).events == ("succeeded",)
+    assert resolved.events_for(by_kind["wecom"]) == ()  # its own filter, from the environment
+    saved = _resolve(app)
+    assert saved.events == ("succeeded",)
+    assert [saved.events_for(s) for s in saved.sinks] == [("succeeded",), ("progress",)]  # slack, wecom
+    assert svc.received == []  # saving sent nothing
     env_app.close()
 
 
@@ -102,9 +109,14 @@ def test_cli_reads_the_url_from_stdin_never_argv(tmp_path: Path, svc: Services) 
                           text=True, timeout=60, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["sinks"][0]["accepted"] is True and out["changed"] is True
+    assert out["sinks"][0]["tested"] is False and out["changed"] is True
     assert CANARY_SECRET not in proc.stdout + proc.stderr and "hook-id" not in proc.stdout + proc.stderr
+    assert svc.of("feishu") == []  # saving is not sending
     shown = subprocess.run([*argv[:4], "--json"], env=env, capture_output=True, text=True, timeout=60, check=False)
     listing = json.loads(shown.stdout)
-    assert [s["kind"] for s in listing["sinks"]] == ["feishu"] and listing["sinks"][0]["accepted"] is True
-    assert len(svc.of("feishu")) == 2  # the add's test and the listing's test
+    assert [s["kind"] for s in listing["sinks"]] == ["feishu"] and listing["sinks"][0]["tested"] is False
+    assert svc.of("feishu") == []  # showing is not sending
+    tested = subprocess.run([*argv[:4], "--test", "--json"], env=env, capture_output=True, text=True, timeout=60,
+                            check=False)  # fmt: skip
+    assert json.loads(tested.stdout)["sinks"][0]["accepted"] is True, tested.stderr
+    assert [r.verdict for r in svc.of("feishu")] == ["ok"]  # one message: the one asked for

@@ -75,3 +75,46 @@ def test_a_lock_longer_than_the_old_timeout_with_an_oom_inside_it(cli: Cli, host
     print(f"\nRELIABILITY supervisor: lock {LOCK_S:.0f} s with an OOM inside it; same supervisor pid, attempt 2 "
           f"started {second.started_at - first.ended_at:.1f} s after attempt 1 was recorded, run succeeded "
           f"{time.monotonic() - released_at:.1f} s after the release")  # fmt: skip
+
+
+def test_the_final_progress_is_written_even_when_the_store_was_locked_at_that_moment(
+    cli: Cli, host_verl_tree: Path
+) -> None:
+    """The supervisor is frozen while the last steps run; the store is locked when it wakes up, and released the
+    moment its progress write has failed ("progress not saved" in its log), so the attempt's end is recorded right
+    after. The run used to end "succeeded" with the progress of steps long gone."""
+    import os
+    import signal
+
+    from sv_helpers import prepare_host_tree, wait_until
+
+    # 0.3 s steps, 12 of them: at 6 the run could end before the freeze on a loaded machine. Timing-dependent
+    # on the old code: it lost the final progress 2 of 2 (6 steps), 1 of 2 (12 steps), 0 of 4 at 0.6 s steps.
+    prepare_host_tree(host_verl_tree, {"step_seconds": 0.3})
+    cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=12, SAVE_FREQ=4)
+    run_id = cli.start("host")["run_id"]
+    pid = cli.wait_step(run_id, 1).supervisor_pid
+    assert pid
+    os.kill(pid, signal.SIGSTOP)
+    holder = None
+    try:
+        job = cli.attempts(run_id)[0].job
+        assert job is not None
+        wait_until(lambda: (Path(job["job_dir"]) / "rc").exists() or None, "the job to end", 60)
+        assert (cli.run_row(run_id).progress or {}).get("step", 0) < 12
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(cli.home / "state.db"), "60"],
+                                  stdout=subprocess.PIPE, text=True)  # fmt: skip
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        log = cli.home / "runs" / run_id / "supervisor.log"
+        before = log.read_text().count("progress not saved")
+        os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: log.read_text().count("progress not saved") > before or None,
+                   "the supervisor's progress write to fail", 60)  # fmt: skip
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if holder is not None:
+            holder.kill()  # the lock goes with it
+            holder.wait()
+    row = cli.wait_status(run_id, {"succeeded", "failed"}, timeout=60)
+    assert row.status == "succeeded", cli.explain(run_id)
+    assert (row.progress or {}).get("step") == 12, (row.progress, cli.explain(run_id))

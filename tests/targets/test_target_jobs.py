@@ -200,12 +200,23 @@ async def test_missing_working_directory_is_reported(env: Env) -> None:
 
 
 async def test_launcher_failure_is_reported(env: Env) -> None:
-    # The cwd exists, so every check before the launcher passes; the launcher itself fails: its job_dir lies under a
-    # regular file, so its `mkdir -p` exits 97 before a pgid is written.
+    # The cwd exists, so every check before the job dir passes; its job_dir lies under a regular file, so creating
+    # it fails (the target creates it before the launcher since issue 27: a launch that began leaves that evidence)
+    # and nothing is started.
     await env.target.write_file(f"{env.work}/plain-file", b"x")
-    with pytest.raises(TargetError, match=r"the launcher exited with code 97 before the job started"):
+    with pytest.raises(TargetError, match=r"cannot create \S*/plain-file/j (on the host|in ')"):
         await env.target.start_detached(
             ["true"], env={}, cwd=env.work, job_dir=f"{env.work}/plain-file/j", log_path=f"{env.work}/j.log"
+        )
+
+
+async def test_a_launcher_that_ends_without_a_pgid_is_reported(env: Env) -> None:
+    # The job dir can be made, but the launcher cannot record its pgid (pgid.tmp is a directory): it runs the
+    # command and exits without one, which start_detached reports instead of waiting out its timeout.
+    await env.target.write_file(f"{env.work}/nopgid/pgid.tmp/x", b"x")
+    with pytest.raises(TargetError, match=r"the launcher exited with code 0 before the job started"):
+        await env.target.start_detached(
+            ["true"], env={}, cwd=env.work, job_dir=f"{env.work}/nopgid", log_path=f"{env.work}/nopgid.log"
         )
 
 

@@ -161,16 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_json(p)
     p.set_defaults(func=cmd_containers)
 
-    p = sub.add_parser("notify", help="notifications: show, test, add or remove a sink (webhook, slack, feishu, …)")
+    p = sub.add_parser("notify", help="notifications: show (sends nothing), add, remove or --test a sink (webhook, "
+                       "slack, feishu, …)")
     p.add_argument(
         "--add",
         choices=["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"],
         help="add (or replace) a sink: its URL/secret are read without echo (or from stdin), tested, saved",
     )
     p.add_argument("--remove", choices=["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"])
-    p.add_argument("--events", help="errors (default), plus succeeded and/or progress, or all")
+    p.add_argument("--sink", choices=["webhook", "slack", "feishu", "dingtalk", "wecom", "desktop"],
+                   help="the saved sink that --events / --every-n-steps / --test apply to (its URL is kept)")
+    p.add_argument("--events", help="errors (default), plus succeeded and/or progress, or all; with --add or "
+                   "--sink: that sink's own filter, else the default")
     p.add_argument("--every-n-steps", type=int, help="a progress notification every N steps (opt-in)")
-    p.add_argument("--no-test", action="store_true", help="do not send test messages to the configured sinks")
+    p.add_argument("--test", action="store_true", help="send a test message (to the added sink, or to --sink, "
+                   "else to every configured sink); without it nothing is sent")
     _add_json(p)
     p.set_defaults(func=cmd_notify)
 

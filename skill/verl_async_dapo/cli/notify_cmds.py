@@ -1,11 +1,11 @@
-"""The CLI's notify command: list, add (secrets read without echo), remove, test the sinks."""
+"""The CLI's notify command: show (nothing is sent), add (secrets read without echo), remove, and --test."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json
+from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, _ctx, _print_json
 
 
 def cmd_notify(args: argparse.Namespace) -> int:
@@ -16,17 +16,22 @@ def cmd_notify(args: argparse.Namespace) -> int:
     from verl_async_dapo.notify.service import configure
 
     url = secret = None
+    if args.add and args.sink:
+        print("--add and --sink name the sink twice: use --add KIND for a new URL, --sink KIND for a saved sink",
+              file=sys.stderr)
+        return EXIT_USAGE
     if args.add and args.add != "desktop":
         url, secret = _read_sink_secrets(args.add)
-    report = anyio.run(lambda: configure(_ctx(), kind=args.add, url=url, secret=secret, events=args.events,
-                                         every_n_steps=args.every_n_steps, remove=args.remove, test=not args.no_test))  # fmt: skip
+    kind = args.add or args.sink
+    report = anyio.run(lambda: configure(_ctx(), kind=kind, url=url, secret=secret, events=args.events,
+                                         every_n_steps=args.every_n_steps, remove=args.remove, test=args.test))  # fmt: skip
     if args.json:
         _print_json(report.model_dump())
         return EXIT_OK
     print(report.note)
     for sink in report.sinks:
         verdict = "" if not sink.tested else f": {'accepted' if sink.accepted else 'REFUSED'} — {sink.answer}"
-        print(f"  {sink.setting}{verdict}")
+        print(f"  {sink.setting} [{', '.join(sink.events)}]{verdict}")
     print(
         f"events: {', '.join(report.events)}"
         + (f" (every {report.every_n_steps} steps)" if report.every_n_steps else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from typing import Any
 
 from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json, scrub
 
@@ -33,7 +34,9 @@ def cmd_classify(args: argparse.Namespace) -> int:
         fh.seek(0, 2)
         fh.seek(max(0, fh.tell() - CLASSIFY_WINDOW_BYTES))
         text = window_text(fh.read())
-    result = classify(scrub(text)).to_json()  # the secrets we hold are masked too, as in the MCP face
+    # The secrets we hold are masked too, as in the MCP face; and what the log says is shown without bidi,
+    # zero-width or control characters (a log line with U+202E reordered what the terminal showed: issue 27).
+    result = _shown(classify(scrub(text)).to_json())
     if args.json:
         _print_json(result)
     else:
@@ -41,6 +44,19 @@ def cmd_classify(args: argparse.Namespace) -> int:
         print("no error found" if primary is None else f"{primary['category']} (line {primary['line']}): "
               f"{primary.get('explanation', '')}\nfix: {primary.get('fix', '')}\n---\n{primary['excerpt']}")  # fmt: skip
     return EXIT_OK
+
+
+def _shown(value: Any, key: str = "") -> Any:
+    """Every string of a classification as it may be printed: cleaned, excerpts keeping their lines."""
+    from verl_async_dapo.untrusted import clean
+
+    if isinstance(value, dict):
+        return {k: _shown(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shown(v, key) for v in value]
+    if isinstance(value, str):
+        return clean(value, 1 << 20, one_line=False) if key == "excerpt" else clean(value, 4000)
+    return value
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:

@@ -5,7 +5,8 @@ Environment (one sink per kind; a kind set here replaces the file's sink of that
 ``VAD_NOTIFY_FEISHU_URL`` (+ ``VAD_NOTIFY_FEISHU_SECRET``), ``VAD_NOTIFY_DINGTALK_URL`` (+
 ``VAD_NOTIFY_DINGTALK_SECRET``), ``VAD_NOTIFY_WECOM_URL``, ``VAD_NOTIFY_DESKTOP=1``; events:
 ``VAD_NOTIFY_EVENTS`` (``errors`` = the default; add ``succeeded`` and/or ``progress``, or ``all``) and
-``VAD_NOTIFY_EVERY_N_STEPS``. The config file ``notify.json`` (0600, in the config dir) holds the sink kinds and
+``VAD_NOTIFY_EVERY_N_STEPS``; per sink, ``VAD_NOTIFY_<KIND>_EVENTS`` (e.g. ``VAD_NOTIFY_SLACK_EVENTS=all``:
+that sink's own filter; a sink without one follows the default). The config file ``notify.json`` (0600, in the config dir) holds the sink kinds and
 *references* into the secret store: webhook URLs (their tokens are in the URL) and signing secrets are secrets,
 so no file, DB row, log line or tool output ever holds one in plaintext. Nothing configured = ask: the
 ``configure_notifications`` tool / ``verl-async-dapo notify`` command.
@@ -46,6 +47,10 @@ def secret_var(kind: SinkKind) -> str:
     return f"{ENV_PREFIX}{kind.value.upper()}_SECRET"
 
 
+def events_var(kind: SinkKind) -> str:
+    return f"{ENV_PREFIX}{kind.value.upper()}_EVENTS"
+
+
 def secret_env_names() -> list[str]:
     """Every environment variable whose value is a secret (for redaction)."""
     return [url_var(k) for k in HTTP_KINDS] + [secret_var(k) for k in SIGNED_KINDS]
@@ -71,6 +76,8 @@ class Sink(BaseModel):
     url: SecretStr | None = None  # None only for desktop
     secret: SecretStr | None = None
     source: Literal["env", "config_file", "argument"] = "argument"
+    # This sink's own opt-ins on top of errors (issue 28, item 7: filters are per sink); None = the default's.
+    events: tuple[str, ...] | None = None
 
     def describe(self) -> str:
         signed = "; signed" if self.secret is not None else ""
@@ -92,6 +99,10 @@ class NotifyConfig(BaseModel):
 
     def sink(self, kind: str) -> Sink | None:
         return next((s for s in self.sinks if s.kind.value == kind), None)
+
+    def events_for(self, sink: Sink) -> tuple[str, ...]:
+        """The opt-ins ``sink`` gets: its own filter, else the default."""
+        return sink.events if sink.events is not None else self.events
 
     def describe(self) -> list[str]:
         return [s.describe() for s in self.sinks]
@@ -123,11 +134,17 @@ def _env_sinks(env: Mapping[str, str]) -> list[Sink]:
     return sinks
 
 
+def _env_events(env: Mapping[str, str], kind: SinkKind) -> tuple[str, ...] | None:
+    text = (env.get(events_var(kind)) or "").strip()
+    return parse_events(text) if text else None
+
+
 class _FileSink(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kind: SinkKind
     url_ref: str | None = None
     secret_ref: str | None = None
+    events: list[str] | None = None  # this sink's own opt-ins; absent = the file's default
 
 
 class _File(BaseModel):
@@ -164,9 +181,14 @@ def resolve(env: Mapping[str, str], config_file: Path, secrets: SecretStore | No
             except SecretStoreError as exc:
                 raise NotifyConfigError(f"the saved {item.kind.value} sink cannot be read ({exc}); configure it "
                                         "again") from None  # fmt: skip
-            by_kind[item.kind] = Sink(kind=item.kind, url=url, secret=secret, source="config_file")
+            own = parse_events(",".join(item.events) or "errors") if item.events is not None else None
+            by_kind[item.kind] = Sink(kind=item.kind, url=url, secret=secret, source="config_file", events=own)
     for sink in _env_sinks(env):
         by_kind[sink.kind] = sink
+    for kind, sink in by_kind.items():  # a sink's own filter from the environment beats the file's
+        own = _env_events(env, kind)
+        if own is not None:
+            by_kind[kind] = sink.model_copy(update={"events": own})
     events: tuple[str, ...] = tuple(saved.events) if saved else ()
     every = saved.every_n_steps if saved else None
     if env.get(f"{ENV_PREFIX}EVENTS", "").strip():
@@ -176,8 +198,10 @@ def resolve(env: Mapping[str, str], config_file: Path, secrets: SecretStore | No
         if not text.isdigit() or int(text) < 1:
             raise NotifyConfigError(f"{ENV_PREFIX}EVERY_N_STEPS must be a whole number >= 1, not {text[:20]!r}")
         every = int(text)
-    if every is not None and "progress" not in events:
-        events = (*events, "progress")
+        # The environment's N implies progress for the default; the file says per sink who gets it (the
+        # service writes "progress" where it belongs).
+        if "progress" not in events:
+            events = (*events, "progress")
     return NotifyConfig(sinks=tuple(by_kind[k] for k in SinkKind if k in by_kind), events=events,
                         every_n_steps=every)  # fmt: skip
 
@@ -190,7 +214,8 @@ def save(config: NotifyConfig, config_file: Path, secrets: SecretStore) -> None:
         url_ref = secrets.put(sink.url.get_secret_value(), label=f"notify-{sink.kind.value}-url") if sink.url else None
         secret_ref = (secrets.put(sink.secret.get_secret_value(), label=f"notify-{sink.kind.value}-secret")
                       if sink.secret else None)  # fmt: skip
-        sinks.append(_FileSink(kind=sink.kind, url_ref=url_ref, secret_ref=secret_ref))
+        own = list(sink.events) if sink.events is not None else None
+        sinks.append(_FileSink(kind=sink.kind, url_ref=url_ref, secret_ref=secret_ref, events=own))
     data = _File(sinks=sinks, events=list(config.events), every_n_steps=config.every_n_steps)
     ensure_private_dir(config_file.parent)
     write_private_file(config_file, (data.model_dump_json(indent=2) + "\n").encode())

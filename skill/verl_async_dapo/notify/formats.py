@@ -25,6 +25,8 @@ from enum import Enum
 from typing import Any
 from urllib.parse import quote_plus, urlsplit, urlunsplit
 
+from verl_async_dapo.untrusted import excerpt
+
 
 class SinkKind(str, Enum):
     WEBHOOK = "webhook"
@@ -134,22 +136,26 @@ def build_request(kind: SinkKind, url: str, secret: str | None, notice: Notice, 
 
 
 def read_answer(kind: SinkKind, status: int, body: bytes) -> tuple[bool, str]:
-    """(accepted, a short description) from the service's HTTP answer.
+    """(accepted, a short description) from the service's HTTP answer: the status and at most a short cleaned
+    excerpt of what it said, fenced in « » (``untrusted.excerpt``: remote text, never our words).
 
     Feishu, DingTalk and WeCom answer HTTP 200 even when they refuse (a bad signature, a missing keyword):
     the verdict is in the JSON (``code`` / ``errcode`` 0 = accepted). Slack answers ``ok``.
     """
-    text = body[:400].decode("utf-8", errors="replace").strip()
+    said = excerpt(body)
+    if 300 <= status < 400:
+        return False, f"HTTP {status}: a redirect, not followed (use the final URL from the bot's settings)"
     if not 200 <= status < 300:
-        return False, f"HTTP {status}: {text[:200]}"
+        return False, f"HTTP {status}: {said}".rstrip(": ")
     if kind in (SinkKind.FEISHU, SinkKind.DINGTALK, SinkKind.WECOM):
         try:
             answer = json.loads(body)
         except ValueError:
-            return False, f"HTTP {status}, not the service's JSON answer: {text[:200]}"
+            return False, f"HTTP {status}, not the service's JSON answer: {said}".rstrip(": ")
         code = answer.get("code", answer.get("errcode", answer.get("StatusCode"))) if isinstance(answer, dict) else None
         message = (
             answer.get("msg", answer.get("errmsg", answer.get("StatusMessage", ""))) if isinstance(answer, dict) else ""
         )
-        return code == 0, f"HTTP {status}, code {code}: {message}"
-    return True, f"HTTP {status}: {text[:200] or 'ok'}"
+        code_text = code if isinstance(code, int) and not isinstance(code, bool) else excerpt(str(code), 20)
+        return code == 0, f"HTTP {status}, code {code_text}: {excerpt(str(message))}".rstrip(": ")
+    return True, f"HTTP {status}: {said or 'ok'}"

@@ -73,8 +73,9 @@ class Outbox:
         added = 0
         for event in self.ctx.store.events(self.run_id, after_id=self._cursor, limit=500):
             self._cursor = event.id
-            if cfg.sinks and wanted(event.kind, cfg.events):
-                added += self.ctx.store.outbox_enqueue(event.id, self.run_id, [s.kind.value for s in cfg.sinks])
+            to = [s.kind.value for s in cfg.sinks if wanted(event.kind, cfg.events_for(s))]  # filters are per sink
+            if to:
+                added += self.ctx.store.outbox_enqueue(event.id, self.run_id, to)
         return added
 
     async def deliver_due(self) -> int:
@@ -98,7 +99,7 @@ class Outbox:
         notice = render(asdict(event), run.target if run else None, last_error)
         notice = replace(notice, text=self.ctx.scrub(notice.text), title=self.ctx.scrub(notice.title))
         try:
-            result = await send(sink, notice)
+            result = await send(sink, notice, self.ctx.env)
         except Exception as exc:  # our bug must not stop the supervisor either
             result = SendResult(False, f"send crashed: {type(exc).__name__}")
         answer = self.ctx.scrub(result.answer)

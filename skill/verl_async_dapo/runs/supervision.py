@@ -28,6 +28,8 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
     lock = try_lock(lock_path(ctx, run_id))
     if lock is None:
         return False
+    from verl_async_dapo import watchdog
+
     with lock, (ctx.run_dir(run_id) / "supervisor.out").open("ab") as log_file:
         env = dict(ctx.env)  # the whole environment: RAY_AUTH_TOKEN(_PATH) reach the supervisor's Ray client too
         if env.get("RAY_AUTH_TOKEN_PATH"):  # the child runs in ctx.home: a relative path must still name the file
@@ -35,11 +37,16 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
         env["VERL_ASYNC_DAPO_HOME"] = str(ctx.home)
         env["VERL_ASYNC_DAPO_CONFIG_DIR"] = str(ctx.config_home)
         env[LOCK_FD_ENV] = str(lock.fileno())
-        subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", "verl_async_dapo", "supervise", run_id],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True, close_fds=True,
             pass_fds=(lock.fileno(),), env=env, cwd=str(ctx.home),
         )  # fmt: skip
+    # Its watchdog from here, watching its pid from its first instant: the child used to start its own once its
+    # imports were done, and a kill in those ~0.3 s (a healed supervisor killed again) left the run unwatched, the
+    # healing watchdog having exited (issue 27, finding 6).
+    if watchdog.enabled(ctx.env):
+        watchdog.spawn(run_id, child.pid, env={k: v for k, v in env.items() if k != LOCK_FD_ENV})
     return True
 
 

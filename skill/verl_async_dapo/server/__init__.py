@@ -243,13 +243,23 @@ async def configure_swanlab(
 async def _ask_notify_sink(
     kind: str | None, url: str | None, ctx: Context[AppContext]
 ) -> Elicit[wire.NotifySinkForm] | NotAsked:
-    """Ask the user for the URL (and secret) in the client's form, so neither passes through the model."""
-    if kind is None or kind == "desktop" or url:
+    """Ask the user for the URL (and secret) in the client's form, so neither passes through the model. A sink
+    already saved needs none again: kind alone then changes its events (or tests it)."""
+    if kind is None or kind == "desktop" or url or _sink_saved(app_of(ctx), kind):
         return NotAsked("not_needed")
     if not can_elicit(ctx):
         return NotAsked("cannot_ask")
     return Elicit(f"{kind} bot for verl-async-dapo notifications: its webhook URL, and its signing secret if it "
                   "has one (both go to the verl-async-dapo server only)", wire.NotifySinkForm)  # fmt: skip
+
+
+def _sink_saved(app: AppContext, kind: str) -> bool:
+    from verl_async_dapo.exceptions import NotifyConfigError
+
+    try:
+        return notify_service.saved_sink(app, kind)
+    except NotifyConfigError:  # an unreadable file: the call itself reports it
+        return False
 
 
 @tool("Configure notifications", read_only=False, idempotent=True, open_world=True)
@@ -262,20 +272,23 @@ async def configure_notifications(
     events: wire.NotifyEventsArg = None,
     every_n_steps: wire.NotifyEveryArg = None,
     remove: wire.NotifyKindArg = None,
-    test: wire.NotifyTestArg = True,
+    test: wire.NotifyTestArg = False,
 ) -> wire.NotifyOut:
     """Where the supervisor tells the user about trouble when no agent is watching: a generic JSON webhook,
-    Slack, Feishu/Lark, DingTalk, WeCom bot or a desktop notification. With kind (+ url, + secret for
-    signed bots; where the client shows forms the user enters them there instead) it sends a test message
-    and saves the sink only if the service accepted it, reporting the service's answer. Without arguments it shows what is configured (environment > config file) and tests it.
-    Errors only by default (OOM relaunch, failure, stall, target gone, relaunch budget exhausted); events adds
-    succeeded / progress. URLs and secrets go to the secret store and are never shown."""
+    Slack, Feishu/Lark, DingTalk, WeCom bot or a desktop notification. Without arguments it only shows what is
+    configured (environment > config file). With kind (+ url, + secret for signed bots; where the client shows
+    forms the user enters them there instead) it saves the sink. Nothing is sent unless test is true: then a
+    test message goes first (with kind: the sink is saved only if the service accepted it) and the service's
+    answer comes back as its status and a short quoted excerpt. Errors only by default (OOM relaunch, failure,
+    stall, target gone, relaunch budget exhausted); events adds succeeded / progress: with kind for that sink
+    only (a saved sink needs no url again), else the default. URLs and secrets go to the secret store and are
+    never shown."""
     app = app_of(ctx)
     if isinstance(sink_answer, AcceptedElicitation) and isinstance(sink_answer.data, wire.NotifySinkForm):
         url, secret = sink_answer.data.url, sink_answer.data.secret or None
     elif not isinstance(sink_answer, AcceptedElicitation):
         raise ToolError("the user declined to enter the webhook URL; nothing was changed")
-    elif kind not in (None, "desktop") and not url:
+    elif kind not in (None, "desktop") and not url and getattr(sink_answer.data, "why", "") == "cannot_ask":
         raise ToolError(f"the {kind} sink needs its webhook URL and this client cannot show the user a form for it: "
                         "ask the user and pass url (and secret), or set VAD_NOTIFY_* in the server's environment")  # fmt: skip
     with service_errors(app):

@@ -51,6 +51,7 @@ log = logging.getLogger("verl_async_dapo.supervisor")
 
 HEARTBEAT_SECONDS = 5.0
 STOP_POLL_SECONDS = 1.0
+LAUNCH_GRACE_SECONDS = 20.0  # a begun launch's pgid: the targets' START_TIMEOUT (10 s) and a margin
 # While another process holds the store's lock, the periodic writes (progress, heartbeat) are skipped and
 # tried again, and the log is still followed; a decision's write that cannot wait ends ``run`` with StoreBusy,
 # and the process around it (``supervise``) starts it again: issue 20.
@@ -138,6 +139,8 @@ class Supervisor(AttemptWatching):
     async def _after_attempt(self, attempt: AttemptRow) -> str:
         """Decide what follows a finished attempt: done, relaunch, or give up."""
         if attempt.status == AttemptStatus.SUCCEEDED:
+            if attempt.exit_code is None and attempt.supervisor_decision is not None:  # decided by its evidence
+                return self._finish("succeeded", f"training finished ({attempt.supervisor_decision.reason})", [])
             return self._finish("succeeded", "training finished (exit code 0)", [])
         if self._stop_requested or self._stop_flag():
             return self._finish("stopped", "stopped on request", [])
@@ -283,7 +286,7 @@ class Supervisor(AttemptWatching):
     async def _reattach(self, attempt: AttemptRow) -> JobHandle | None:
         if attempt.job is None:
             # Died between recording and starting: the job dir tells whether it started.
-            size = await self.target.file_size(f"{self.spec.attempt_dir(attempt.n)}/pgid")
+            size = await self._pgid_size(attempt.n)
             if size is None:
                 self.ctx.store.end_attempt(self.run_id, attempt.n, "abandoned")
                 config = attempt_config_from_dict(attempt.config)
@@ -294,6 +297,23 @@ class Supervisor(AttemptWatching):
             return handle
         log.info("reattaching to attempt %d", attempt.n)
         return attempt.handle
+
+    async def _pgid_size(self, n: int) -> int | None:
+        """The pgid file's size, waiting for it while a launch is under way. The target creates the job dir just
+        before it starts the launcher, so a dir without a pgid is a launcher that may still be starting (slow
+        under load): launching again then would put a second job beside it (seen: two launchers, attempts
+        [1, 2]). No dir: the launch never began. A launcher that never records its pgid is given up on after
+        what start_detached itself waits, plus a margin."""
+        job_dir = self.spec.attempt_dir(n)
+        size = await self.target.file_size(f"{job_dir}/pgid")
+        if size is not None or not (await self.target.paths_exist([job_dir])).get(job_dir):
+            return size
+        log.info("attempt %d: its launch had begun; waiting for its pgid", n)
+        deadline = time.monotonic() + LAUNCH_GRACE_SECONDS
+        while size is None and time.monotonic() < deadline:
+            await anyio.sleep(0.2)
+            size = await self.target.file_size(f"{job_dir}/pgid")
+        return size
 
     async def _relaunch_same(self, attempt: AttemptRow, config: AttemptConfig) -> JobHandle | None:
         previous = self.ctx.store.attempts(self.run_id)[-2] if attempt.n > 1 else None

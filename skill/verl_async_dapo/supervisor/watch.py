@@ -12,18 +12,21 @@ from typing import Any
 
 import anyio
 
+from verl_async_dapo import resume_check
 from verl_async_dapo.attempt_log import AttemptLog, scheduler_outcome
 from verl_async_dapo.categories import ErrorCategory
-from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
+from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError
+from verl_async_dapo.records import AttemptError, SupervisorDecision
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
+from verl_async_dapo.verl import checkpoint_dir_for
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 
 PROGRESS_WRITE_SECONDS = 2.0
 FOLLOW_RETRY_SECONDS = 2.0
+FINAL_PROGRESS_WAIT_SECONDS = 60.0
 
 
 class AttemptWatching:
@@ -31,6 +34,7 @@ class AttemptWatching:
 
     ctx: Any
     run_id: str
+    settings: Any
     target: Any
     watchman: Any
     _progress: Any
@@ -75,8 +79,7 @@ class AttemptWatching:
                 await reader.read_rest(self.target, handle)
             except TargetError as exc:
                 log.warning("could not read the end of the log (%s); progress may lag", exc)
-        self._save_progress(parser, attempt.n)
-        self._unsaved = None
+        await self._save_final_progress(parser, attempt.n)
         self.watchman.attempt_ended()
         if self._target_gone is not None:
             error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="target_gone", line=None,
@@ -99,11 +102,35 @@ class AttemptWatching:
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
             self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
             return
+        if exit_code is None and (evidence := await self._ended_well(parser, text)) is not None:
+            # No exit status kept (the launcher died before writing rc), but the attempt's own evidence says it
+            # finished: relaunching it would redo the run's start-up for nothing (issue 27, item 7).
+            log.warning("attempt %d left no exit status; it ended well by its own evidence: %s", attempt.n, evidence)
+            decision = SupervisorDecision(relaunch=False, reason=f"ended well by its own evidence: {evidence}")
+            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", decision=decision)
+            return
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed. Ended by a batch
         # scheduler (SLURM's time limit, a preemption): the scheduler's word, then the log's.
         error = self.watchman.stalled_error(attempt.n) or scheduler_outcome(status.scheduler_state, text, exit_code,
                                                                             self.ctx.scrub)  # fmt: skip
         self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
+
+    async def _ended_well(self, parser: ProgressParser, text: str) -> str | None:
+        """Why an attempt without an exit status finished, from its own evidence, else None: the log's last step
+        is the last one, no error in the log's tail, and the checkpoint tracker names that step (unless the
+        trainer said it writes none). Any doubt is None: the classified cause decides as before."""
+        snap = parser.snapshot()
+        total = max(self.settings.train_steps, snap.total_steps or 0)
+        if snap.step is None or snap.step < total or classify(text).primary is not None:
+            return None
+        evidence = f"step {snap.step}/{total} in its log, no error in its tail"
+        if snap.tracker_skipped:
+            return evidence + " (the trainer writes no checkpoint tracker)"
+        ckpt = await resume_check.inspect(self.target, checkpoint_dir_for(self.settings, self.run_id),
+                                          save_freq=self.settings.save_freq, last_step=snap.step)  # fmt: skip
+        if ckpt.tracker_step != snap.step:
+            return None
+        return evidence + f", checkpoint tracker at step {ckpt.tracker_step}"
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
         """The log's classification window (its last MiB), into ``box`` ("data", or the "error" to raise)."""
@@ -121,6 +148,21 @@ class AttemptWatching:
         except TargetError as exc:
             log.warning("cannot read job status (%s); will retry", exc)
             return None
+
+    async def _save_final_progress(self, parser: ProgressParser, attempt_n: int) -> None:
+        """The attempt's last snapshot, before its end is recorded: a busy store is waited out (bounded), then
+        StoreBusy, so the process around restarts and reattaches (reading the log again). Skipped on a busy
+        store, it was lost: the run ended "succeeded" at step 5/6 (issue 27, finding 6)."""
+        deadline = time.monotonic() + FINAL_PROGRESS_WAIT_SECONDS
+        while True:
+            self._save_progress(parser, attempt_n)
+            if self._unsaved is None:
+                return
+            if time.monotonic() >= deadline:
+                raise StoreBusy(f"the final progress of attempt {attempt_n} could not be saved for "
+                                f"{FINAL_PROGRESS_WAIT_SECONDS:.0f} s")  # fmt: skip
+            log.warning("final progress of attempt %d not saved yet; retrying", attempt_n)
+            await anyio.sleep(0.5)
 
     def _save_progress(self, parser: ProgressParser, attempt_n: int) -> None:
         self._unsaved = None

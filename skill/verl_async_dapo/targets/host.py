@@ -158,6 +158,12 @@ class HostTarget(Target):
         pgid_path = posixpath.join(job_dir, "pgid")
         if os.path.exists(pgid_path):
             raise InvalidTargetInput(f"{job_dir} already holds a job (pgid file exists); use a fresh job_dir")
+        # The job dir before the launcher: a supervisor killed from here on leaves evidence that a launch began,
+        # and the next one waits for the pgid instead of launching a second job beside it (issue 27, item 7).
+        try:
+            os.makedirs(job_dir, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise TargetError(f"cannot create {job_dir} on the host: {exc.strerror or type(exc).__name__}") from None
         # Popen rather than anyio.open_process: the job must outlive this event loop (and this
         # process). start_new_session detaches it from our terminal and signals; a daemon thread
         # reaps the `setsid -w` parent so it never lingers as our zombie.

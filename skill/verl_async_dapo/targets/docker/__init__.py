@@ -172,6 +172,11 @@ class DockerTarget(Target):
         if not exists[cwd]:
             # Checked here because the daemon's own refusal is an OCI runtime message that names no fix.
             raise TargetError(f"the working directory {cwd} does not exist in {self.name!r}")
+        # The job dir before the launcher: evidence that a launch began, for a supervisor started after this one
+        # was killed (it waits for the pgid rather than launching a second job; issue 27, item 7).
+        code, _, err = await self._exec(["mkdir", "-p", "-m", "700", "--", job_dir])
+        if code != 0:
+            raise TargetError(f"cannot create {job_dir} in {self.name!r}: {err.decode('utf-8', 'replace').strip()}")
         api = await self._api()
         exec_id = await docker_call(
             start_detached_exec, api, self.name, launcher, env=env, cwd=cwd, container=self.name
