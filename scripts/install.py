@@ -126,6 +126,17 @@ def link_command(venv: Path, bin_dir: Path) -> Path:
     return link
 
 
+def path_advice(bin_dir: Path) -> str:
+    """How to put ``bin_dir`` on PATH, for the user's shell (the scripts and the plugin find the command anyway)."""
+    shell = os.path.basename(os.environ.get("SHELL", "bash"))
+    rc = {"zsh": "~/.zshrc", "fish": "~/.config/fish/config.fish"}.get(shell, "~/.bashrc")
+    shown = str(bin_dir).replace(str(Path.home()), "$HOME", 1) if str(bin_dir).startswith(str(Path.home())) else str(bin_dir)
+    line = f"fish_add_path {shown}" if shell == "fish" else f'export PATH="{shown}:$PATH"'
+    return (f"note: {bin_dir} is not on PATH; use the full path above, or put it on PATH for this and later "
+            f"shells:\n  {line}\n  echo '{line}' >> {rc}\n"
+            "(scripts/*.sh and the Claude Code plugin find the command there either way)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=default_venv(), help="where the venv goes (default %(default)s)")
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print("next: connect your agent (claude mcp add verl-async-dapo -- " + (COMMAND if on_path else str(link))
           + " serve), then check a target: " + (COMMAND if on_path else str(link)) + " preflight --container host")
     if not on_path:
-        print(f"note: {args.bin_dir} is not on PATH; use the full path above or add it to PATH")
+        print(path_advice(args.bin_dir))
     return 0
 
 

@@ -55,3 +55,18 @@ def test_the_built_wheel_installs_and_serves(tmp_path: Path) -> None:
 
     names = anyio.run(serve)
     assert names == EXPECTED_TOOLS, names
+
+
+def test_the_serve_banner_names_the_command_as_it_can_be_typed(tmp_path: Path) -> None:
+    """Issue 28: right after the installer, ~/.local/bin is often not on PATH; the banner's `claude mcp add … serve`
+    then names the full path (a bare name would not start), and the bare name when PATH finds this same command."""
+    from verl_async_dapo.cli import invoked_as, serve_banner
+
+    bin_dir = tmp_path / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    command = bin_dir / "verl-async-dapo"
+    command.write_text("#!/bin/sh\n", encoding="utf-8")
+    command.chmod(0o755)
+    assert invoked_as(str(command), path="/usr/bin:/bin") == str(command)
+    assert f"-- {command} serve" in serve_banner(invoked_as(str(command), path="/usr/bin:/bin"))
+    assert invoked_as(str(command), path=f"/usr/bin:{bin_dir}") == "verl-async-dapo"
