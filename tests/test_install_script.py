@@ -19,7 +19,7 @@ import anyio
 import pytest
 from mcp.client.stdio import StdioServerParameters
 
-from harness.fixtures import exec_argv
+from harness.standin_files import put_tree
 from harness.wheelhouse import build_wheelhouse
 from mcp import Client
 
@@ -124,9 +124,7 @@ def test_readme_line_by_line_reaches_a_started_run_on_the_test_image(offline: tu
            "ROLLOUT_TP": "1", "SWANLAB_MODE": "disabled"}  # fmt: skip
     if os.environ.get("DOCKER_HOST"):
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
-    for argv in (["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"],
-                 ["touch", "/verl/data/dapo-math-17k.parquet", "/verl/data/aime-2024.parquet"]):  # fmt: skip
-        assert exec_argv(container, argv).exit_code == 0
+    put_tree(container)
     home_bin = tmp_path / ".local" / "bin"  # the README's path: ~/.local/bin/verl-async-dapo with HOME=tmp_path
     installed = subprocess.run([str(DEBIAN_PYTHON), str(REPO / "scripts" / "install.py"), "--source", str(wheel)],
                                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip

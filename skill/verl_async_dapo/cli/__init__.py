@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("resume", help="continue a failed or stopped run from its last checkpoint (a new attempt)")
     p.add_argument("run_id", nargs="?")
+    p.add_argument("--force", action="store_true", help="resume a run that failed for a reason its frozen answers "
+                   "hold (SwanLab key, a missing file, a config error) once the cause is fixed outside them")  # fmt: skip
     _add_json(p)
     p.set_defaults(func=cmd_resume)
 

@@ -91,7 +91,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from verl_async_dapo.runs import resume_run
 
-    result = resume_run(_ctx(), args.run_id)
+    result = resume_run(_ctx(), args.run_id, force=args.force)
     _print_json(result) if args.json else print(f"{result['run_id']}: {result['message']}")
     return EXIT_OK
 
