@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bin-dir", type=Path, default=Path.home() / ".local" / "bin",
                         help="where the command is linked (default %(default)s)")  # fmt: skip
     parser.add_argument("--source", default=str(ROOT), help="what pip installs: the checkout (default) or a wheel")
+    parser.add_argument("--with", dest="extras", action="append", choices=["charts", "swanlab"], default=[],
+                        help="optional parts: charts (matplotlib, ~60 MB: get_progress chart / status --plot), "
+                             "swanlab (the SwanLab SDK on this machine); repeatable")  # fmt: skip
     parser.add_argument("--no-ensurepip", action="store_true",
                         help="make the venv without ensurepip, as on a Debian without python3-venv")  # fmt: skip
     args = parser.parse_args(argv)
@@ -151,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         make_venv(args.venv, use_ensurepip=not args.no_ensurepip)
-        run([str(args.venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", args.source])
+        source = f"{args.source}[{','.join(sorted(set(args.extras)))}]" if args.extras else args.source
+        run([str(args.venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", source])
         link = link_command(args.venv, args.bin_dir)
     except InstallError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -101,3 +101,28 @@ def test_importing_the_server_does_not_import_matplotlib() -> None:
             "print('matplotlib' in sys.modules, 'verl_async_dapo.charts' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_without_the_charts_extra_the_note_says_how_to_install_it(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Issue 28, item 8: matplotlib is the optional `charts` extra; a chart asked of a base install says how to add
+    it to the Python that runs the server, instead of failing."""
+    import importlib.util
+
+    from verl_async_dapo import run_charts
+
+    monkeypatch.setenv("VERL_ASYNC_DAPO_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("VERL_ASYNC_DAPO_CONFIG_DIR", str(tmp_path / "config"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(run_charts.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))  # fmt: skip
+    app = AppContext.from_environment()
+    try:
+        run_id = app.store.create_run(app.store.create_session(), "host", {})
+        app.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="test")
+        app.store.update_attempt(run_id, 1, status="succeeded", job={"target": "host", "job_dir": str(tmp_path / "j"),
+                                                                     "log_path": str(HEALTHY)})  # fmt: skip
+        png, note = anyio.run(progress_chart, app, run_id)
+    finally:
+        app.close()
+    assert png is None and "--with charts" in note and f"{sys.executable} -m pip install matplotlib" in note, note
