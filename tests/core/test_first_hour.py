@@ -133,3 +133,12 @@ def test_preflight_on_a_missing_container_names_the_targets_and_how_to_create_it
     line = next(x for x in done.stdout.splitlines() if x.startswith("[error] target: "))
     assert "no container named 'jins'; existing targets: host" in line, line
     assert "docker run -d --name jins --gpus all" in line and "--container with one of them" in line, line
+
+
+def test_the_quick_start_without_swanlab_lists_the_targets_problems_in_the_same_refusal(tmp_path: Path) -> None:
+    """Issue 28, item 4: "SwanLab is not configured" came alone; the verl version and preflight came one run each."""
+    done = _cli(tmp_path, "start", "--container", "host", "--allow-no-gpus", VERL_HOME=str(tmp_path / "none"),
+                TRAINER_GPUS="1", ROLLOUT_GPUS="1", FRAMEWORK="fsdp")  # fmt: skip
+    assert done.returncode == 1
+    assert "SwanLab is not configured" in done.stderr and "[error] verl: VERL_HOME" in done.stderr, done.stderr
+    assert "[error] MODEL_PATH: " in done.stderr, done.stderr

@@ -50,6 +50,8 @@ def invoked_as(argv0: str | None = None, path: str | None = None) -> str:
 
     argv0 = argv0 if argv0 is not None else sys.argv[0]
     name = os.path.basename(argv0)
+    if name != "verl-async-dapo":  # `python -m verl_async_dapo`, or main() called in-process: the installed name
+        return "verl-async-dapo"
     found = shutil.which(name, path=path)
     mine = os.path.abspath(argv0)
     if found and os.path.realpath(found) == os.path.realpath(mine):
