@@ -131,7 +131,7 @@ def test_preflight_on_a_missing_container_names_the_targets_and_how_to_create_it
     done = _cli(tmp_path, "preflight", "--container", "jins")
     assert done.returncode == 1
     line = next(x for x in done.stdout.splitlines() if x.startswith("[error] target: "))
-    assert "no container named 'jins'; existing targets: host" in line, line
+    assert "no container named 'jins' (Docker did not answer: " in line and "; existing targets: host" in line, line
     assert "docker run -d --name jins --gpus all" in line and "--container with one of them" in line, line
 
 

@@ -88,15 +88,19 @@ async def _missing_target(name: str) -> Check | None:
 
     if name == "host" or name.startswith("ray:"):
         return None
-    names = [t.name for t in await list_targets()]
+    targets = await list_targets()
+    names = [t.name for t in targets]
     if name in names:
         return None
+    docker_note = next((t.note for t in targets if t.name == "host" and t.note), None)  # Docker unreachable
     create = Term(mcp=f'select_container with create={{"name": "{name}", "image": IMAGE, "gpus": "all"}}',
                   cli=f"docker run -d --name {name} --gpus all --ipc=host --network host -v HOST_VERL:/verl IMAGE "
                       "sleep infinity (IMAGE e.g. verlai/verl:vllm011.latest)")  # fmt: skip
     pick = Term(mcp="select_container with one of them", cli="--container with one of them")
-    return Check("target", CheckStatus.ERROR, f"no container named {name!r}; existing targets: {', '.join(names)}",
-                 Say("{pick}, or create it: {create}", pick=pick, create=create))
+    unreachable = f" (Docker did not answer: {docker_note})" if docker_note else ""
+    return Check("target", CheckStatus.ERROR,
+                 f"no container named {name!r}{unreachable}; existing targets: {', '.join(names)}",
+                 Say("{pick}, or create it: {create}", pick=pick, create=create))  # fmt: skip
 
 
 _SWANLAB_FIX = Term(mcp="fix SWANLAB_API_KEY / SWANLAB_HOST in the server's environment (or the SwanLab config file), "
