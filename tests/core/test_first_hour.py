@@ -142,3 +142,8 @@ def test_the_quick_start_without_swanlab_lists_the_targets_problems_in_the_same_
     assert done.returncode == 1
     assert "SwanLab is not configured" in done.stderr and "[error] verl: VERL_HOME" in done.stderr, done.stderr
     assert "[error] MODEL_PATH: " in done.stderr, done.stderr
+
+    placeholder = _cli(tmp_path, "start", "--container", "host", "--allow-no-gpus", VERL_HOME=str(tmp_path / "none"),
+                       TRAINER_GPUS="1", ROLLOUT_GPUS="1", FRAMEWORK="fsdp", SWANLAB_API_KEY="...")  # fmt: skip
+    assert "SWANLAB_API_KEY looks like a placeholder" in placeholder.stderr, placeholder.stderr
+    assert "[error] verl: VERL_HOME" in placeholder.stderr, placeholder.stderr

@@ -38,13 +38,17 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
     await refuse_unplannable(args.container, settings, args.features, skip_preflight=args.skip_preflight,
                              allow_no_gpus=allow)  # before a session exists
-    if _swanlab_unanswerable(ctx, args):
+    try:
+        problem = SWANLAB_MISSING if _swanlab_unanswerable(ctx, args) else None
+    except sessions.UserInputError as exc:  # SwanLab configured wrongly (e.g. a placeholder key)
+        problem = str(exc)
+    if problem is not None:
         # The target's problems in the same refusal: a new user met "SwanLab is not configured", then the verl
         # version, then preflight, in three runs (issue 28).
         found = [] if args.skip_preflight else [
             line for line in (await preflight(args.container, settings, allow_no_gpus=allow, ctx=ctx)).lines(Face.CLI)
-            if not line.startswith("[ok]")]  # fmt: skip
-        raise sessions.UserInputError("\n".join([SWANLAB_MISSING, *found]))
+            if not line.startswith(("[ok]", "[error] swanlab: "))]  # fmt: skip
+        raise sessions.UserInputError("\n".join([problem, *found]))
     sid = ctx.store.create_session()
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
