@@ -282,12 +282,13 @@ class _Preflight:
         files, problem = entry_files(home, self.s.mode, self.verl_version)
         if problem:
             self.add("verl version", CheckStatus.ERROR, problem, "use a supported verl release")
-        found = await self.target.paths_exist(files)
+        config = preflight_files.config_file(self.s, self.verl_version)
+        found = await self.target.paths_exist([*files, *([config[0]] if config else [])])
         present = [p for p in files if found[p]]
         name = "dapo recipe" if self.s.mode is Mode.DAPO else "one-step-off module"
         if present:
             self.add(name, CheckStatus.OK, present[0])
-            line = await preflight_files.config_line(self.target, self.s, self.verl_version)
+            line = preflight_files.config_line(self.s, self.verl_version, found)
             if line is not None:
                 self.add("recipe config", CheckStatus(line[0]), line[1], line[2])
             return
@@ -324,18 +325,12 @@ class _Preflight:
         if reward_fn:  # verl imports it only when the reward manager starts: minutes into the run
             items.append(("REWARD_FN_PATH", reward_fn, "copy the reward function file there or fix REWARD_FN_PATH"))
         found = await self.target.paths_exist([p for _, p, _ in items])
+        inside = await preflight_files.contents(self.target, self.s, [(n, p) for n, p, _ in items if found[p]])
         for name, path, fix in items:
             if not found[path]:
                 self.add(name, CheckStatus.ERROR, f"{path} does not exist in {self.target.name}", fix)
                 continue
-            if name == "MODEL_PATH":  # what is inside, not only that it exists (issue 28)
-                status, detail, fix = await preflight_files.model_dir_line(self.target, path)
-            elif name in ("TRAIN_FILE", "VAL_FILE"):
-                key = self.s.prompt_key if name == "TRAIN_FILE" else None
-                status, detail, fix = await preflight_files.parquet_line(self.target, path, key, name,
-                                                                         name.lower())  # fmt: skip
-            else:
-                status, detail, fix = "ok", path, None
+            status, detail, fix = inside.get(name, ("ok", path, None))
             self.add(name, CheckStatus(status), detail, fix)
 
     async def disk(self) -> None:

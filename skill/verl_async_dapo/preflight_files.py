@@ -18,8 +18,10 @@ from __future__ import annotations
 import posixpath
 from typing import Literal
 
+import anyio
+
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.targets.base import Target
+from verl_async_dapo.targets.base import Target, TargetError
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.versions import VersionError
 from verl_async_dapo.wording import Say, Text, setting
@@ -80,16 +82,46 @@ async def parquet_line(target: Target, path: str, prompt_key: str | None, variab
     return judge_parquet(path, await target.read_tail(path, FOOTER_READ_BYTES), prompt_key, variable, arg)
 
 
-async def config_line(target: Target, settings: TrainingSettings, verl_version: str | None) -> Line | None:
-    """The entry's Hydra config file under VERL_HOME; None when the version (so the layout) is unknown."""
+async def contents(target: Target, settings: TrainingSettings, present: list[tuple[str, str]]) -> dict[str, Line]:
+    """The content lines of the paths that exist (MODEL_PATH, TRAIN_FILE, VAL_FILE), read side by side: one
+    exec's latency in a container, not three."""
+    lines: dict[str, Line] = {}
+
+    async def look(name: str, path: str) -> None:
+        try:  # caught here: out of a task group a TargetError would come wrapped in an ExceptionGroup
+            if name == "MODEL_PATH":
+                lines[name] = await model_dir_line(target, path)
+            elif name in ("TRAIN_FILE", "VAL_FILE"):
+                key = settings.prompt_key if name == "TRAIN_FILE" else None  # the same key: checked once
+                lines[name] = await parquet_line(target, path, key, name, name.lower())
+        except TargetError as exc:
+            lines[name] = ("error", f"could not read {path}: {exc}", "make sure the target is running")
+
+    async with anyio.create_task_group() as tg:
+        for name, path in present:
+            tg.start_soon(look, name, path)
+    return lines
+
+
+def config_file(settings: TrainingSettings, verl_version: str | None) -> tuple[str, str] | None:
+    """(path, config name) of the entry's Hydra config under VERL_HOME; None when the version (so the layout) is
+    unknown. Checked in the same paths_exist call as the entry module (one exec in a container)."""
     try:
         entry = profile_for_version(verl_version or "").entry(settings.mode)
     except VersionError:
         return None
     name = entry.config_name(settings.framework)
-    path = posixpath.join(settings.verl_home, entry.config_path, name + ".yaml")
-    if (await target.paths_exist([path]))[path]:
+    return posixpath.join(settings.verl_home, entry.config_path, name + ".yaml"), name
+
+
+def config_line(settings: TrainingSettings, verl_version: str | None, found: dict[str, bool]) -> Line | None:
+    where = config_file(settings, verl_version)
+    if where is None:
+        return None
+    path, name = where
+    if found.get(path):
         return "ok", path, None
+    config_dir = posixpath.relpath(posixpath.dirname(path), settings.verl_home)
     return "error", f"{path} missing: the recipe has no Hydra config {name!r} (verl {verl_version})", (
         f"restore the recipe's config directory: `git submodule update --init --recursive recipe` (or "
-        f"`git checkout -- {entry.config_path}`) in {settings.verl_home}")  # fmt: skip
+        f"`git checkout -- {config_dir}`) in {settings.verl_home}")  # fmt: skip
