@@ -15,21 +15,23 @@ die() { log_error "$*"; exit 1; }
 
 # The CLI: VAD_CLI if set, else on PATH, else where scripts/install.py puts it (~/.local/bin is often not on PATH
 # right after the install: a fresh login shell adds it only if it existed then), else the repo's own virtualenv.
-VAD_INSTALLED_LINK="${HOME}/.local/bin/verl-async-dapo"
-VAD_INSTALLED_VENV="${XDG_DATA_HOME:-${HOME}/.local/share}/verl-async-dapo/venv/bin/verl-async-dapo"
+# HOME may be unset (a minimal environment, `env -i`): then only an explicit XDG_DATA_HOME names the venv.
+VAD_INSTALLED_LINK="${HOME:+${HOME}/.local/bin/verl-async-dapo}"
+VAD_INSTALLED_DATA="${XDG_DATA_HOME:-${HOME:+${HOME}/.local/share}}"
+VAD_INSTALLED_VENV="${VAD_INSTALLED_DATA:+${VAD_INSTALLED_DATA}/verl-async-dapo/venv/bin/verl-async-dapo}"
 find_cli() {
     if [[ -n "${VAD_CLI:-}" ]]; then
         printf '%s\n' "${VAD_CLI}"
     elif command -v verl-async-dapo >/dev/null 2>&1; then
         command -v verl-async-dapo
-    elif [[ -x "${VAD_INSTALLED_LINK}" ]]; then
+    elif [[ -n "${VAD_INSTALLED_LINK}" && -x "${VAD_INSTALLED_LINK}" ]]; then
         printf '%s\n' "${VAD_INSTALLED_LINK}"
-    elif [[ -x "${VAD_INSTALLED_VENV}" ]]; then
+    elif [[ -n "${VAD_INSTALLED_VENV}" && -x "${VAD_INSTALLED_VENV}" ]]; then
         printf '%s\n' "${VAD_INSTALLED_VENV}"
     elif [[ -x "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo" ]]; then
         printf '%s\n' "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo"
     else
-        die "verl-async-dapo is not installed (not on PATH, not in ${VAD_INSTALLED_LINK}): run 'python3 ${VAD_REPO_DIR}/scripts/install.py' first (or set VAD_CLI)"
+        die "verl-async-dapo is not installed (not on PATH, not in ${VAD_INSTALLED_LINK:-~/.local/bin}): run 'python3 ${VAD_REPO_DIR}/scripts/install.py' first (or set VAD_CLI)"
     fi
 }
 
