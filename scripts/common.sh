@@ -13,16 +13,34 @@ log_warn() { printf '[WARN] %s\n' "$*" >&2; }
 log_error() { printf '[ERROR] %s\n' "$*" >&2; }
 die() { log_error "$*"; exit 1; }
 
-# The CLI: VAD_CLI if set, else on PATH, else the repo's own virtualenv.
+# The CLI: VAD_CLI if set, else on PATH, else where scripts/install.py puts it (~/.local/bin is often not on PATH
+# right after the install: a fresh login shell adds it only if it existed then), else the repo's own virtualenv.
+# HOME may be unset (a minimal environment, `env -i`): then only an explicit XDG_DATA_HOME names the venv.
+VAD_INSTALLED_LINK="${HOME:+${HOME}/.local/bin/verl-async-dapo}"
+VAD_INSTALLED_DATA="${XDG_DATA_HOME:-${HOME:+${HOME}/.local/share}}"
+VAD_INSTALLED_VENV="${VAD_INSTALLED_DATA:+${VAD_INSTALLED_DATA}/verl-async-dapo/venv/bin/verl-async-dapo}"
 find_cli() {
     if [[ -n "${VAD_CLI:-}" ]]; then
         printf '%s\n' "${VAD_CLI}"
     elif command -v verl-async-dapo >/dev/null 2>&1; then
         command -v verl-async-dapo
+    elif [[ -n "${VAD_INSTALLED_LINK}" && -x "${VAD_INSTALLED_LINK}" ]]; then
+        printf '%s\n' "${VAD_INSTALLED_LINK}"
+    elif [[ -n "${VAD_INSTALLED_VENV}" && -x "${VAD_INSTALLED_VENV}" ]]; then
+        printf '%s\n' "${VAD_INSTALLED_VENV}"
     elif [[ -x "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo" ]]; then
         printf '%s\n' "${VAD_REPO_DIR}/.venv/bin/verl-async-dapo"
     else
-        die "verl-async-dapo is not installed: run 'python3 ${VAD_REPO_DIR}/scripts/install.py' first (or set VAD_CLI)"
+        die "verl-async-dapo is not installed (not on PATH, not in ${VAD_INSTALLED_LINK:-~/.local/bin}): run 'python3 ${VAD_REPO_DIR}/scripts/install.py' first (or set VAD_CLI)"
+    fi
+}
+
+# The CLI as the user can type it in the hints below: the bare name when PATH finds it, else its full path.
+cli_shown() {
+    if [[ -z "${VAD_CLI:-}" ]] && command -v verl-async-dapo >/dev/null 2>&1; then
+        printf 'verl-async-dapo\n'
+    else
+        find_cli
     fi
 }
 
@@ -78,11 +96,11 @@ start_run() {
     VAD_RUN_ID="$(sed -n 's/^run id: *//p' "${out}" | head -n 1)"
     rm -f "${out}"
     if [[ ${status} -eq 130 ]]; then
-        die "interrupted while starting: a run may have been created; see: verl-async-dapo runs"
+        die "interrupted while starting: a run may have been created; see: $(cli_shown) runs"
     fi
     [[ ${status} -eq 0 ]] || die "nothing was started (exit ${status}): fix what is reported above, then run again"
-    [[ -n "${VAD_RUN_ID}" ]] || die "the CLI started a run but printed no run id; see: verl-async-dapo runs"
-    log_info "training runs in the background under a supervisor; 'verl-async-dapo stop ${VAD_RUN_ID}' stops it"
+    [[ -n "${VAD_RUN_ID}" ]] || die "the CLI started a run but printed no run id; see: $(cli_shown) runs"
+    log_info "training runs in the background under a supervisor; '$(cli_shown) stop ${VAD_RUN_ID}' stops it"
 }
 
 # Follow VAD_RUN_ID until it ends; returns 0 only when it succeeded.
@@ -92,8 +110,8 @@ follow_run() {
     vad status "${VAD_RUN_ID}" --follow || status=$?
     case "${status}" in
         0) log_info "run ${VAD_RUN_ID} succeeded" ;;
-        130) log_warn "stopped following; ${VAD_RUN_ID} keeps training: verl-async-dapo status --follow ${VAD_RUN_ID}" ;;
-        *) log_error "run ${VAD_RUN_ID} did not succeed (exit ${status}); see: verl-async-dapo errors ${VAD_RUN_ID}" ;;
+        130) log_warn "stopped following; ${VAD_RUN_ID} keeps training: $(cli_shown) status --follow ${VAD_RUN_ID}" ;;
+        *) log_error "run ${VAD_RUN_ID} did not succeed (exit ${status}); see: $(cli_shown) errors ${VAD_RUN_ID}" ;;
     esac
     return "${status}"
 }

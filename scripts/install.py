@@ -126,12 +126,26 @@ def link_command(venv: Path, bin_dir: Path) -> Path:
     return link
 
 
+def path_advice(bin_dir: Path) -> str:
+    """How to put ``bin_dir`` on PATH, for the user's shell (the scripts and the plugin find the command anyway)."""
+    shell = os.path.basename(os.environ.get("SHELL", "bash"))
+    rc = {"zsh": "~/.zshrc", "fish": "~/.config/fish/config.fish"}.get(shell, "~/.bashrc")
+    shown = str(bin_dir).replace(str(Path.home()), "$HOME", 1) if str(bin_dir).startswith(str(Path.home())) else str(bin_dir)
+    line = f"fish_add_path {shown}" if shell == "fish" else f'export PATH="{shown}:$PATH"'
+    return (f"note: {bin_dir} is not on PATH; use the full path above, or put it on PATH for this and later "
+            f"shells:\n  {line}\n  echo '{line}' >> {rc}\n"
+            "(scripts/*.sh and the Claude Code plugin find the command there either way)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=default_venv(), help="where the venv goes (default %(default)s)")
     parser.add_argument("--bin-dir", type=Path, default=Path.home() / ".local" / "bin",
                         help="where the command is linked (default %(default)s)")  # fmt: skip
     parser.add_argument("--source", default=str(ROOT), help="what pip installs: the checkout (default) or a wheel")
+    parser.add_argument("--with", dest="extras", action="append", choices=["charts", "swanlab"], default=[],
+                        help="optional parts: charts (matplotlib, ~60 MB: get_progress chart / status --plot), "
+                             "swanlab (the SwanLab SDK on this machine); repeatable")  # fmt: skip
     parser.add_argument("--no-ensurepip", action="store_true",
                         help="make the venv without ensurepip, as on a Debian without python3-venv")  # fmt: skip
     args = parser.parse_args(argv)
@@ -140,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         make_venv(args.venv, use_ensurepip=not args.no_ensurepip)
-        run([str(args.venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", args.source])
+        source = f"{args.source}[{','.join(sorted(set(args.extras)))}]" if args.extras else args.source
+        run([str(args.venv / "bin" / "python"), "-m", "pip", "install", "--upgrade", source])
         link = link_command(args.venv, args.bin_dir)
     except InstallError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -150,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     print("next: connect your agent (claude mcp add verl-async-dapo -- " + (COMMAND if on_path else str(link))
           + " serve), then check a target: " + (COMMAND if on_path else str(link)) + " preflight --container host")
     if not on_path:
-        print(f"note: {args.bin_dir} is not on PATH; use the full path above or add it to PATH")
+        print(path_advice(args.bin_dir))
     return 0
 
 

@@ -55,3 +55,36 @@ def test_the_built_wheel_installs_and_serves(tmp_path: Path) -> None:
 
     names = anyio.run(serve)
     assert names == EXPECTED_TOOLS, names
+
+
+def test_the_serve_banner_names_the_command_as_it_can_be_typed(tmp_path: Path) -> None:
+    """Issue 28: right after the installer, ~/.local/bin is often not on PATH; the banner's `claude mcp add … serve`
+    then names the full path (a bare name would not start), and the bare name when PATH finds this same command."""
+    from verl_async_dapo.cli import invoked_as, serve_banner
+
+    bin_dir = tmp_path / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    command = bin_dir / "verl-async-dapo"
+    command.write_text("#!/bin/sh\n", encoding="utf-8")
+    command.chmod(0o755)
+    assert invoked_as(str(command), path="/usr/bin:/bin") == str(command)
+    assert f"-- {command} serve" in serve_banner(invoked_as(str(command), path="/usr/bin:/bin"))
+    assert invoked_as(str(command), path=f"/usr/bin:{bin_dir}") == "verl-async-dapo"
+
+
+def test_the_base_install_leaves_out_the_chart_and_swanlab_sdks_and_the_readme_says_the_size() -> None:
+    """Issue 28, item 8: matplotlib and the SwanLab SDK are extras (charts, swanlab); the server and the CLI never
+    import the SDK (the key check is stdlib HTTP); the README gives the measured size of both installs."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]
+    base = " ".join(project["dependencies"])
+    assert "matplotlib" not in base and "swanlab" not in base, base
+    assert project["optional-dependencies"]["charts"] == ["matplotlib>=3.7"]
+    assert project["optional-dependencies"]["swanlab"] == ["swanlab>=0.7"]
+    code = ("import sys, verl_async_dapo.server, verl_async_dapo.cli, verl_async_dapo.runs, verl_async_dapo.sessions; "
+            "import verl_async_dapo.swanlab.check; print(sorted(m for m in ('swanlab', 'matplotlib') if m in sys.modules))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout
+    readme = (REPO / "README.md").read_text("utf-8")
+    assert "--with charts" in readme and "Install size" in readme

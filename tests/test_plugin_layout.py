@@ -28,7 +28,9 @@ def test_manifest_and_servers_where_claude_code_reads_them() -> None:
     for misplaced in ("skills", "commands", "agents", ".mcp.json"):
         assert not (REPO / ".claude-plugin" / misplaced).exists(), misplaced  # ignored there
     servers = json.loads((REPO / ".mcp.json").read_text("utf-8"))["mcpServers"]
-    assert servers["verl-async-dapo"]["args"] == ["serve"]
+    # Through scripts/serve.sh: it finds the installed command where install.py put it, PATH or not (issue 28).
+    assert servers["verl-async-dapo"]["args"] == ["${CLAUDE_PLUGIN_ROOT}/scripts/serve.sh"]
+    assert (REPO / "scripts" / "serve.sh").is_file()
     marketplace = json.loads((REPO / ".claude-plugin" / "marketplace.json").read_text("utf-8"))
     assert [p["source"] for p in marketplace["plugins"]] == ["./"]
 

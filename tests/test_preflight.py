@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from docker.models.containers import Container
 
+from harness.standin_files import DATA_NAMES, MODEL_FILES, parquet_bytes
 from verl_async_dapo import preflight
 from verl_async_dapo.preflight import CheckStatus, PreflightReport, run_preflight
 from verl_async_dapo.prelaunch import validate_overrides
@@ -53,12 +54,10 @@ def by_name(report: PreflightReport, name: str) -> preflight.Check:
 
 
 async def provide_inputs(target: Target, home: str) -> None:
-    for path in (
-        f"{home}/models/Qwen3-8B/config.json",
-        f"{home}/data/dapo-math-17k.parquet",
-        f"{home}/data/aime-2024.parquet",
-    ):
-        await target.write_file(path, b"{}")
+    for name, content in MODEL_FILES.items():
+        await target.write_file(f"{home}/models/Qwen3-8B/{name}", content)
+    for name in DATA_NAMES:
+        await target.write_file(f"{home}/data/{name}", parquet_bytes())
 
 
 @pytest.fixture

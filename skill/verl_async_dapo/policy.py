@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.categories import CATEGORY_INFO, CategoryInfo, ErrorCategory
 from verl_async_dapo.features import GPU_OOM_LADDER, Feature, FeatureSet
 from verl_async_dapo.rollout_policy import fix_for_kind, rollout_oom_step
 
@@ -81,6 +81,8 @@ def decide(
     ``kind`` / ``evidence``: the finding's kind and excerpt; a rollout OOM's fix depends on them, and a raise of
     the rollout share stays within the room ``gpu_used_share`` (the log's "device memory used/total") leaves."""
     cat = category or ErrorCategory.UNKNOWN
+    if kind == TARGET_GONE:
+        return Decision(False, f"{TARGET_GONE}: {TARGET_GONE_INFO.explanation}", suggestions=(TARGET_GONE_INFO.fix,))
     if cat not in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
         return Decision(False, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
     tips = _suggestions(cat, current, kind)
@@ -113,14 +115,41 @@ def _gpu_oom_step(current: AttemptConfig) -> tuple[AttemptConfig, tuple[str, ...
     return None
 
 
+# A target that vanished mid-run is a supervisor fact, not a log finding: the attempt's record says category
+# environment, kind target_gone (supervisor/watch.py), and every face shows it as target_gone with these words
+# instead of the environment category's "reinstall flash-attn" (issue 28).
+TARGET_GONE = "target_gone"
+TARGET_GONE_INFO = CategoryInfo(
+    "The target (container) was removed or stopped while training ran; the training process went with it.",
+    "recreate or start the container (docker start NAME; same mounts), then resume the run: it continues from its "
+    "last checkpoint",
+    False,
+)
+
+
+def info_for(category: ErrorCategory, kind: str | None) -> CategoryInfo:
+    """The explanation and fix of a finding: the kind's where it has its own (target_gone), else the category's."""
+    return TARGET_GONE_INFO if kind == TARGET_GONE else CATEGORY_INFO[category]
+
+
+def shown_category(category: str, kind: str | None) -> str:
+    """The category a face shows: target_gone for a vanished target, else the recorded one."""
+    return TARGET_GONE if kind == TARGET_GONE else category
+
+
 def fix_text(category: ErrorCategory, kind: str | None) -> str:
     """The fix shown to the user for a finding: for a rollout OOM it is the kind's, the one the ladder applies."""
-    return fix_for_kind(kind) if category is ErrorCategory.ROLLOUT_OOM else CATEGORY_INFO[category].fix
+    return fix_for_kind(kind) if category is ErrorCategory.ROLLOUT_OOM else info_for(category, kind).fix
 
 
 def _suggestions(cat: ErrorCategory, current: AttemptConfig, kind: str | None = None) -> tuple[str, ...]:
     """Concrete next steps for a human, given what the last attempt already had."""
     tips: list[str] = [fix_text(cat, kind)]
+    if cat is ErrorCategory.GPU_OOM and _gpu_oom_step(current) is None:
+        # The ladder is exhausted: "relaunch with offload, then recompute" would lead with what is already applied.
+        applied = [f.value for f in GPU_OOM_LADDER if current.features.has(f)]
+        tips = [f"the memory-saving steps are all applied ({', '.join(applied) or 'none allowed'}, the smallest token "
+                "budget): the run needs less memory per GPU or more GPUs"]  # fmt: skip
     if cat is ErrorCategory.GPU_OOM:
         if Feature.OFFLOAD in current.features.explicit.disabled:
             tips.append("allow offload (remove no_offload from USER_FEATURES)")

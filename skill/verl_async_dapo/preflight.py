@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from verl_async_dapo import preflight_files
 from verl_async_dapo.features import FeatureChoice
 from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
 from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
@@ -28,18 +29,22 @@ from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.user_overrides import CHECKPOINT_KEY, user_value
 from verl_async_dapo.verl.versions import VerlVersion, VersionError
-from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting
+from verl_async_dapo.wording import Face, Say, Term, Text, render, setting
 
 GIB = 1 << 30
 DISK_WARN_BYTES = 50 * GIB
 DISK_ERROR_BYTES = 5 * GIB
 _GPU_COUNTS = Term(mcp="trainer_gpus / rollout_gpus (start_training arguments; or TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS "
                         "in the server's environment)", cli="TRAINER_GPUS / ROLLOUT_GPUS / N_GPUS")  # fmt: skip
+# The no-GPU allowance is question 1's answer (select_container), not a start_training argument: the advice says
+# where it goes, then to start again (issue 28: "pass allow_no_gpus=true" shown by start_training made agents loop).
+_ALLOW_NO_GPUS = Term(mcp="the user's explicit choice: answer select_container again with allow_no_gpus=true (an "
+                          "argument of select_container), then start_training", cli="pass --allow-no-gpus")  # fmt: skip
 # Ray CPUs verl's driver-side runner actor requests (verl.md §4): OneStepTaskRunner num_cpus=10.
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
 
 _VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('verl'))"
-_HYDRA_SCRIPT = "import hydra; print(hydra.__version__)"
+_HYDRA_SCRIPT = "import hydra; print(hydra.__version__)"  # run by the same python3 the python check named
 
 
 class CheckStatus(str, Enum):
@@ -138,6 +143,7 @@ class _Preflight:
         self.memory: MemoryResult | None = None
         self.checks: list[Check] = []
         self.has_python = False
+        self.python_path = ""  # sys.executable of the target's python3: the checks name the Python they used
         self.verl_version: str | None = None
 
     def _on_host(self) -> bool:
@@ -155,10 +161,12 @@ class _Preflight:
             self.add(name, CheckStatus.ERROR, f"could not check: {exc}", "make sure the target is running")
 
     async def python(self) -> None:
-        res = await self.target.run(["python3", "-c", "import sys; print(sys.version.split()[0])"], timeout=30)
+        res = await self.target.run(["python3", "-c", "import sys; print(sys.version.split()[0], sys.executable)"],
+                                    timeout=30)  # fmt: skip
         if res.exit_code == 0:
             self.has_python = True
-            self.add("python3", CheckStatus.OK, f"Python {res.stdout.strip()}")
+            version, _, self.python_path = res.stdout.strip().partition(" ")
+            self.add("python3", CheckStatus.OK, f"Python {version} ({self.python_path or 'python3'})")
         elif res.exit_code == COMMAND_NOT_FOUND:
             fix = ("install Python 3 on this machine (e.g. apt install python3)" if self._on_host() else
                    "use an image with Python 3 (verl images ship it)")  # fmt: skip
@@ -218,8 +226,8 @@ class _Preflight:
             self.add("gpus", CheckStatus.WARNING, f"{detail}; allowed (allow_no_gpus)", fix)
         else:
             self.add("gpus", CheckStatus.ERROR, detail,
-                     Say("{fix}; training needs GPUs (only to run without any, pass {allow})", fix=fix,
-                         allow=flag("allow_no_gpus")))  # fmt: skip
+                     Say("{fix}; training needs GPUs (only to run without any: {allow})", fix=fix,
+                         allow=_ALLOW_NO_GPUS))  # fmt: skip
 
     async def ray_gpus(self) -> None:
         """A Ray cluster: GPUs from Ray's own resource table (nvidia-smi on the head says nothing of workers)."""
@@ -250,7 +258,7 @@ class _Preflight:
                 "verl",
                 CheckStatus.ERROR,
                 f"VERL_HOME {home} does not exist in {self.target.name}",
-                Say("{how} or set {v}", v=setting("VERL_HOME"),
+                Say("{how} or set {v}", v=setting("VERL_HOME", "verl_home"),
                     how=f"clone verl to {home} on this machine (git clone https://github.com/verl-project/verl)"
                     if self._on_host() else f"mount a verl checkout at {home} (docker run -v HOST_DIR:{home})"),
             )
@@ -279,7 +287,9 @@ class _Preflight:
                 "verl version",
                 CheckStatus.WARNING,
                 f"VERL_VERSION says {wanted} but the target has {self.verl_version}",
-                "unset VERL_VERSION (the detected version is used) or mount the matching checkout",
+                Say("{unset} (the detected version is used) or mount the matching checkout",
+                    unset=Term(mcp="omit the start_training argument verl_version (and VERL_VERSION in the server's "
+                                   "environment)", cli="unset VERL_VERSION")),
             )
 
     async def entry(self) -> None:
@@ -287,11 +297,15 @@ class _Preflight:
         files, problem = entry_files(home, self.s.mode, self.verl_version)
         if problem:
             self.add("verl version", CheckStatus.ERROR, problem, "use a supported verl release")
-        found = await self.target.paths_exist(files)
+        config = preflight_files.config_file(self.s, self.verl_version)
+        found = await self.target.paths_exist([*files, *([config[0]] if config else [])])
         present = [p for p in files if found[p]]
         name = "dapo recipe" if self.s.mode is Mode.DAPO else "one-step-off module"
         if present:
             self.add(name, CheckStatus.OK, present[0])
+            line = preflight_files.config_line(self.s, self.verl_version, found)
+            if line is not None:
+                self.add("recipe config", CheckStatus(line[0]), line[1], line[2])
             return
         release = _release(self.verl_version)
         if self.s.mode is Mode.DAPO and (release is None or release >= (0, 7, 1)):
@@ -305,15 +319,13 @@ class _Preflight:
 
     async def hydra(self) -> None:
         res = await self.target.run(["python3", "-c", _HYDRA_SCRIPT], timeout=30)
+        python = self.python_path or "python3"  # the one training runs with (the entry is `python3 -m …`)
         if res.exit_code == 0:
-            self.add("hydra", CheckStatus.OK, f"hydra-core {res.stdout.strip()}")
+            self.add("hydra", CheckStatus.OK, f"hydra-core {res.stdout.strip()} (in {python})")
         else:
-            self.add(
-                "hydra",
-                CheckStatus.ERROR,
-                f"hydra is not importable: {_first(res.stderr) or _first(res.stdout)}",
-                "pip install 'hydra-core>=1.3,<1.4' (a verl dependency)",
-            )
+            self.add("hydra", CheckStatus.ERROR,
+                     f"hydra is not importable by {python}: {_first(res.stderr) or _first(res.stdout)}",
+                     f"{python} -m pip install 'hydra-core>=1.3,<1.4' (a verl dependency)")  # fmt: skip
 
     async def megatron(self) -> None:
         res = await self.target.run(["python3", "-c", PROBE_SCRIPT], timeout=60)
@@ -342,11 +354,13 @@ class _Preflight:
         if reward_fn:  # verl imports it only when the reward manager starts: minutes into the run
             items.append(("REWARD_FN_PATH", reward_fn, "copy the reward function file there or fix REWARD_FN_PATH"))
         found = await self.target.paths_exist([p for _, p, _ in items])
+        inside = await preflight_files.contents(self.target, self.s, [(n, p) for n, p, _ in items if found[p]])
         for name, path, fix in items:
-            if found[path]:
-                self.add(name, CheckStatus.OK, path)
-            else:
+            if not found[path]:
                 self.add(name, CheckStatus.ERROR, f"{path} does not exist in {self.target.name}", fix)
+                continue
+            status, detail, fix = inside.get(name, ("ok", path, None))
+            self.add(name, CheckStatus(status), detail, fix)
 
     async def disk(self) -> None:
         home = self.s.verl_home
@@ -368,10 +382,10 @@ class _Preflight:
         detail = f"{free / GIB:.1f} GiB free at {where} (checkpoints: {ckpt})"
         fix = "free space or point {v} at a larger disk"
         if free < DISK_ERROR_BYTES:
-            self.add("disk", CheckStatus.ERROR, detail, Say(fix, v=setting("CKPT_DIR")))
+            self.add("disk", CheckStatus.ERROR, detail, Say(fix, v=setting("CKPT_DIR", "ckpt_dir")))
         elif free < DISK_WARN_BYTES:
             self.add("disk", CheckStatus.WARNING, detail,
-                     Say(fix + " (checkpoints of 8B+ models take tens of GiB)", v=setting("CKPT_DIR")))  # fmt: skip
+                     Say(fix + " (checkpoints of 8B+ models take tens of GiB)", v=setting("CKPT_DIR", "ckpt_dir")))  # fmt: skip
         else:
             self.add("disk", CheckStatus.OK, detail)
 

@@ -8,6 +8,7 @@ Only numeric metrics reach the chart, so nothing a log may hold (keys, tokens, d
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import anyio
 
@@ -21,6 +22,11 @@ from verl_async_dapo.targets.registry import get_target
 
 CHART_TAIL_BYTES = 8 << 20
 GREP_TIMEOUT_S = 60.0
+
+
+# Named with this Python, so the line installs into the venv that runs the server (not the system's pip).
+CHARTS_MISSING = (f"cannot draw: charts need matplotlib, an optional extra: `python3 scripts/install.py --with charts` "
+                  f"from the checkout, or `{sys.executable} -m pip install matplotlib`")
 
 
 async def metrics_text(target: Target, log_path: str) -> str:
@@ -60,8 +66,8 @@ async def progress_chart(ctx: AppContext, run_id: str | None) -> tuple[bytes | N
     points = sum(len(a.series.points) for a in drawn)
     if not points:
         return None, "; ".join(["no metrics line in the log yet (verl prints one per step)", *notes])
-    if importlib.util.find_spec("matplotlib") is None:  # a dependency, but an install may have dropped it
-        return None, "cannot draw: matplotlib is not installed (pip install matplotlib)"
+    if importlib.util.find_spec("matplotlib") is None:  # the optional `charts` extra (README: install size)
+        return None, CHARTS_MISSING
     title = f"{run.id} · {run.status} · {len(drawn)} attempt(s)"
     png = await anyio.to_thread.run_sync(lambda: render_png(drawn, title=title))
     # What was not drawn as the log printed it (downsampled, clamped, left out) is said, per attempt.

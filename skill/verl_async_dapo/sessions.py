@@ -250,7 +250,7 @@ async def select_container(
         raise UserInputError(Say(
             "a container created with gpus='none' cannot train: verl needs GPUs. Create it with gpus 'all' (or device "
             "ids such as '0,1'), or pass {allow} only if the user explicitly wants a container without GPUs",
-            allow=flag("allow_no_gpus")))  # fmt: skip
+            allow=flag("allow_no_gpus", of="select_container")))  # fmt: skip
     try:
         if create is not None:
             info = await create_container(create)
@@ -266,7 +266,7 @@ async def select_container(
         raise UserInputError(Say(
             "{name} is busy: run {run} is training there and holds its GPUs. Stop it with {stop}, choose another "
             "container, or pass {allow} if the user explicitly wants both",
-            name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus")))  # fmt: skip
+            name=info.name, run=busy[0], stop=tool("stop_training"), allow=flag("allow_shared_gpus", of="select_container")))  # fmt: skip
     answer = ContainerAnswer(name=info.name, kind=info.kind.value, created=created, allow_shared_gpus=allow_shared_gpus,
                              allow_no_gpus=allow_no_gpus, privileges=granted)  # fmt: skip
     sid = sid or ctx.store.create_session()

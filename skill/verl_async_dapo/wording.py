@@ -59,9 +59,13 @@ def tool(name: str) -> Term:
     return Term(mcp=name, cli=TOOL_COMMANDS[name])
 
 
-def flag(name: str, value: str = "true") -> Term:
-    """A tool argument (``allow_shared_gpus=true`` for MCP), or its CLI flag."""
-    return Term(mcp=f"{name}={value}", cli=ARG_FLAGS[name])
+def flag(name: str, value: str = "true", *, of: str) -> Term:
+    """An argument of the MCP tool ``of`` (``allow_no_gpus=true (an argument of select_container)``), or its CLI flag.
+
+    The tool is always named (issue 28): advice shown by start_training that said only "pass allow_no_gpus=true"
+    made the agent pass it to start_training, which does not take it. tests/mcp/test_refusal_advice.py checks that
+    every ``flag`` names an argument its tool takes."""
+    return Term(mcp=f"{name}={value} (an argument of {of})", cli=ARG_FLAGS[name])
 
 
 def setting(env_name: str, arg: str | None = None) -> Term:
@@ -97,11 +101,11 @@ class Say:
         return f"Say({self.template!r})"
 
 
-Text = str | Say
+Text = str | Say | Term
 
 
 def render(text: Text | None, face: Face) -> str | None:
     """Plain strings are the same in every face."""
     if text is None:
         return None
-    return text.render(face) if isinstance(text, Say) else text
+    return text.render(face) if isinstance(text, (Say, Term)) else text

@@ -19,6 +19,8 @@ from types import ModuleType
 
 import pytest
 
+from harness.standin_files import parquet_bytes, write_model
+
 GPU = Path(__file__).resolve().parents[2] / "bench" / "gpu"
 RESULTS = GPU / "results"
 VENV_BIN = Path(sys.executable).parent
@@ -105,10 +107,10 @@ def _env(tmp_path: Path, tree: Path, label: str) -> dict[str, str]:
 
 
 def _tree(tree: Path, control: dict[str, object] | None) -> Path:
-    (tree / "models" / "tiny-qwen").mkdir(parents=True, exist_ok=True)
+    write_model(tree / "models" / "tiny-qwen")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
     if control is not None:
         (tree / "standin_control.json").write_text(json.dumps(control))
     return tree

@@ -48,8 +48,9 @@ def test_every_argument_term_is_a_real_argument_and_a_real_flag() -> None:
 
 def test_one_message_two_renderings() -> None:
     say = Say("stop it with {stop} or pass {allow}; or set {v}", stop=tool("stop_training"),
-              allow=flag("allow_shared_gpus"), v=setting("MODEL_PATH", "model_path"))  # fmt: skip
-    assert say.render(Face.MCP) == ("stop it with stop_training or pass allow_shared_gpus=true; or set the "
+              allow=flag("allow_shared_gpus", of="select_container"), v=setting("MODEL_PATH", "model_path"))  # fmt: skip
+    assert say.render(Face.MCP) == ("stop it with stop_training or pass allow_shared_gpus=true (an argument of "
+                                    "select_container); or set the "
                                     "start_training argument model_path (or MODEL_PATH in the server's environment)")
     assert say.render(Face.CLI) == "stop it with `verl-async-dapo stop RUN_ID` or pass --allow-shared-gpus; or set MODEL_PATH"
     assert str(say) == say.render(Face.MCP)

@@ -165,3 +165,35 @@ async def test_swanlab_settings_are_validated(connect: Callable[..., Any], args:
         assert mentions in message
         assert "k" * 20 not in message
         assert (await ok(c, "get_session"))["next_question"] == "swanlab"
+
+
+@pytest.mark.parametrize(("tool", "typo", "meant"), [
+    ("start_training", "train_step", "train_steps"), ("start_training", "batch_size", "train_batch_size"),
+    ("plan_training", "train_step", "train_steps"), ("select_container", "allow_no_gpu", "allow_no_gpus"),
+    ("set_proxy", "http-proxy", "http_proxy"), ("choose_features", "name", "names"),
+    ("configure_swanlab", "apikey", "api_key"), ("get_progress", "runid", "run_id"),
+    ("check_errors", "run", "run_id"), ("stop_training", "confirmed", "confirm"),
+    ("resume_training", "run_ids", "run_id"), ("configure_notifications", "event", "events"),
+])  # fmt: skip
+async def test_a_misspelt_argument_is_refused_with_the_one_meant(connect: Callable[..., Any], tool: str, typo: str,
+                                                                  meant: str) -> None:  # fmt: skip
+    """Issue 28: `train_step` was dropped and the run planned 100 steps. Now every tool refuses an argument it does
+    not take, names the closest one, stores nothing, and echoes no value (a misspelt key stays unseen)."""
+    async with connect() as c:
+        schema = {t.name: t.input_schema for t in (await c.list_tools()).tools}[tool]
+        assert schema.get("additionalProperties") is False, tool
+        assert meant in schema["properties"], (tool, meant)  # the table names real arguments
+        before = await ok(c, "get_session")
+        message = await refused(c, tool, {typo: "sk-canary-0123456789"})
+        assert f"unknown argument {typo!r}" in message and f"did you mean {meant}" in message, message
+        assert "sk-canary" not in message
+        assert await ok(c, "get_session") == before
+
+
+async def test_every_tool_publishes_no_additional_properties(connect: Callable[..., Any]) -> None:
+    async with connect() as c:
+        tools = {t.name: t.input_schema for t in (await c.list_tools()).tools}
+    assert [n for n, s in tools.items() if s.get("additionalProperties") is not False] == []
+    async with connect() as c:  # and a tool without arguments refuses one too
+        message = await refused(c, "get_session", {"session": "x"})
+        assert "unknown argument 'session'" in message and "get_session takes:" in message

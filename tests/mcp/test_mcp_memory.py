@@ -21,6 +21,7 @@ import anyio
 import pytest
 from mcp_helpers import answer_first_three, ok, refused, result_text, stop_active_runs
 
+from harness.standin_files import MODEL_FILES, parquet_bytes
 from mcp import Client
 from verl_async_dapo.context import AppContext
 
@@ -36,9 +37,10 @@ def busy_gpu_tree(host_verl_tree: Path, tmp_path: Path, monkeypatch: pytest.Monk
     model = host_verl_tree / "models" / "Qwen2.5-0.5B"
     model.mkdir(parents=True)
     (model / "config.json").write_text(QWEN25_05B_CONFIG)
+    (model / "model.safetensors").write_bytes(MODEL_FILES["model.safetensors"])
     (host_verl_tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
+        (host_verl_tree / "data" / name).write_bytes(parquet_bytes())
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"  # replays the real H200 output for the two queries preflight sends

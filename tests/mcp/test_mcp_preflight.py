@@ -19,6 +19,7 @@ import anyio
 import pytest
 from mcp_helpers import ok, refused, stop_active_runs
 
+from harness.standin_files import parquet_bytes, write_model
 from verl_async_dapo import cli, runs
 from verl_async_dapo.context import AppContext
 
@@ -28,7 +29,7 @@ def tree(host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     """VERL_HOME = the stand-in tree, data present but no model; SwanLab disabled; GPUs not allowed to be missing."""
     (host_verl_tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
+        (host_verl_tree / "data" / name).write_bytes(parquet_bytes())
     for name, value in {"VERL_HOME": str(host_verl_tree), "TRAIN_STEPS": "2", "TRAINER_GPUS": "1",
                         "ROLLOUT_GPUS": "1", "FRAMEWORK": "fsdp", "SWANLAB_MODE": "disabled",
                         "MODE": "one_step_off_policy", "ROLLOUT_TP": "2", "STANDIN_STEP_SECONDS": "0.05",
@@ -66,7 +67,7 @@ async def test_no_gpus_model_and_plan_are_refused_together(connect: Any, tree: P
 
 async def test_explicit_allowance_lets_a_gpu_less_target_start(connect: Any, tree: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(tree / "models" / "Qwen3-8B")
     monkeypatch.setenv("ROLLOUT_TP", "1")
     async with connect() as client:
         await _answer(client, allow_no_gpus=True)
@@ -88,7 +89,7 @@ def test_cli_start_names_flags_and_variables(tree: Path, capsys: pytest.CaptureF
     assert err.startswith("error: invalid training parameters: ROLLOUT_TP=2 must divide"), err
     assert "[error] MODEL_PATH: " in err and "or set MODEL_PATH" in err and "[error] gpus: " in err, err
     assert "start_training" not in err and "--allow-no-gpus" in err, err
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(tree / "models" / "Qwen3-8B")
     code = cli.main(["start", "--container", "host", "--mode", "dapo"])
     err = capsys.readouterr().err
     assert code == cli.EXIT_FAIL, err

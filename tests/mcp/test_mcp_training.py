@@ -20,6 +20,7 @@ import pytest
 from mcp.types import ElicitResult
 from mcp_helpers import answer_first_three, ok, refused, result_text, stop_active_runs
 
+from harness.standin_files import parquet_bytes, write_model
 from mcp import Client
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
@@ -36,10 +37,10 @@ def training_tree(host_verl_tree: Path, monkeypatch: pytest.MonkeyPatch) -> Iter
     The stand-in runs under this venv's python3 (it has hydra). Every run still active at the end
     of the test is stopped, so a failing test leaves no detached training behind.
     """
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(host_verl_tree / "models" / "Qwen3-8B")
     (host_verl_tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
+        (host_verl_tree / "data" / name).write_bytes(parquet_bytes())
     monkeypatch.setenv("VERL_HOME", str(host_verl_tree))
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.setenv("TRAIN_STEPS", "4")

@@ -20,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp_helpers import ok, refused, result_text
 
 from harness.fixtures import exec_argv, put_file
+from harness.standin_files import MODEL_FILES, parquet_bytes
 from mcp import Client
 
 pytestmark = pytest.mark.docker
@@ -33,8 +34,9 @@ def prepare(container: Container, control: dict[str, Any]) -> None:
     res = exec_argv(container, ["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"])
     assert res.exit_code == 0, res.output
     put_file(container, "/verl/models/Qwen3-8B/config.json", "{}")
+    put_file(container, "/verl/models/Qwen3-8B/model.safetensors", MODEL_FILES["model.safetensors"])
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        put_file(container, f"/verl/data/{name}", b"PAR1")
+        put_file(container, f"/verl/data/{name}", parquet_bytes())
     put_file(container, "/verl/standin_control.json", json.dumps({"step_seconds": 0.05, **control}))
 
 

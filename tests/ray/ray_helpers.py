@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from harness.standin_files import parquet_bytes, write_model
 from verl_async_dapo import runs
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
@@ -38,10 +39,10 @@ def use_cluster(name: str, address: str, tmp_path: Path, monkeypatch: pytest.Mon
 
 def standin_tree(tree: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The stand-in tree as VERL_HOME on the cluster's (= this) machine: model, data, small settings, SwanLab off."""
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(tree / "models" / "Qwen3-8B")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
     # VERL_VERSION: with --skip-preflight nothing detects the version in the target.
     settings = {"VERL_HOME": str(tree), "TRAIN_STEPS": "5", "SAVE_FREQ": "1", "TRAINER_GPUS": "1",
                 "ROLLOUT_GPUS": "1", "ROLLOUT_TP": "1", "FRAMEWORK": "fsdp", "SWANLAB_MODE": "disabled",

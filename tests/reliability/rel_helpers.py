@@ -28,6 +28,7 @@ import anyio.abc
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
 
+from harness.standin_files import parquet_bytes, write_model
 from mcp import Client
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
@@ -83,10 +84,10 @@ def swanlab_fixtures() -> Any:
 # -- the verl stand-in on the host target ----------------------------------------------------------------------
 def prepare_host_tree(tree: Path) -> None:
     """The model and data paths preflight checks for (empty files are enough for the stand-in)."""
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True, exist_ok=True)
+    write_model(tree / "models" / "Qwen3-8B")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
 
 
 def write_control(tree: Path, **control: Any) -> None:

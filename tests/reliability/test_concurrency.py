@@ -39,7 +39,8 @@ from rel_helpers import (
     write_control,
 )
 
-from harness.fixtures import exec_argv, put_file
+from harness.fixtures import put_file
+from harness.standin_files import put_tree
 from mcp import Client
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.server import mcp
@@ -152,10 +153,7 @@ async def test_twenty_concurrent_starts_from_two_servers_make_one_run(
 
 
 def _prepare_container(container: Container) -> None:
-    out = exec_argv(container, ["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"])
-    assert out.exit_code == 0, out.output
-    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        put_file(container, f"/verl/data/{name}", b"PAR1")
+    put_tree(container)
     put_file(container, "/verl/standin_control.json", '{"hang": true, "fail_at_step": 1, "step_seconds": 0.05}')
 
 

@@ -40,6 +40,7 @@ from rel_helpers import (
 )
 
 from harness.fixtures import TEST_LABEL, unavailable
+from harness.standin_files import put_tree
 from mcp import Client, MCPError
 from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
@@ -165,9 +166,9 @@ async def test_docker_daemon_outage_mid_run(
     box = second_daemon.client().containers.run(
         test_image, detach=True, network_mode="none", labels={TEST_LABEL: "1"}, name=f"vad-rel-fault-{os.getpid()}"
     )
-    out = box.exec_run(["sh", "-c", "mkdir -p /verl/models/Qwen3-8B /verl/data && touch /verl/data/dapo-math-17k."
-                        "parquet /verl/data/aime-2024.parquet && printf %s \"$1\" > /verl/standin_control.json",
-                        "sh", json.dumps({"step_seconds": 0.5})])  # fmt: skip
+    put_tree(box)
+    out = box.exec_run(["sh", "-c", "printf %s \"$1\" > /verl/standin_control.json", "sh",
+                        json.dumps({"step_seconds": 0.5})])  # fmt: skip
     assert out.exit_code == 0, out.output
     _env(monkeypatch, DOCKER_HOST=D2_HOST, FRAMEWORK="fsdp", TRAIN_STEPS=str(STEPS), SAVE_FREQ="4", TRAINER_GPUS="1",
          ROLLOUT_GPUS="1", ROLLOUT_TP="1", SWANLAB_MODE="disabled")  # fmt: skip

@@ -46,6 +46,7 @@ from rel_helpers import (
     result_text,
 )
 
+from harness.standin_files import write_model
 from mcp import Client, MCPError
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.server import mcp
@@ -347,7 +348,7 @@ async def test_hostile_but_existing_paths_launch_as_data(
     """A model directory whose name is a shell/Hydra payload: the run is refused with a clear message, or it runs
     with exactly that path as data (the stand-in's composed config shows it) and nothing is executed."""
     prepare_host_tree(host_verl_tree)
-    (host_verl_tree / "models" / name).mkdir(parents=True)  # a '/' in the payload nests directories
+    write_model(host_verl_tree / "models" / name)  # a '/' in the payload nests directories; preflight reads it
     for var, value in {"VERL_HOME": str(host_verl_tree), "FRAMEWORK": "fsdp", "TRAIN_STEPS": "2", "SAVE_FREQ": "1",
                        "TRAINER_GPUS": "1", "ROLLOUT_GPUS": "1", "ROLLOUT_TP": "1", "STANDIN_STEP_SECONDS": "0.01",
                        "SWANLAB_MODE": "disabled",

@@ -68,6 +68,7 @@ from secrets_scan import (
 )
 
 from harness.fixtures import exec_argv, put_file
+from harness.standin_files import put_tree
 from mcp import Client
 from verl_async_dapo.secret_store import SecretStore
 from verl_async_dapo.server import mcp
@@ -103,10 +104,7 @@ async def test_no_secret_is_observable_anywhere(
             leaks.scan(f"/proc/{pid}/cmdline", cmdline)
 
     box = container_factory(network_mode="host")  # the stand-in in it reaches the fake SwanLab on 127.0.0.1
-    out = exec_argv(box, ["mkdir", "-p", "/verl/models/Qwen3-8B", "/verl/data"])
-    assert out.exit_code == 0, out.output
-    for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        put_file(box, f"/verl/data/{name}", b"PAR1")
+    put_tree(box)
     put_file(box, "/verl/standin_control.json", json.dumps({"hang": True, "fail_at_step": 1, "step_seconds": 0.05}))
 
     def scan_container() -> None:

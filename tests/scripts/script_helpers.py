@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from docker.models.containers import Container
 
-from harness.fixtures import REPO_ROOT, exec_argv, put_file
+from harness.fixtures import REPO_ROOT, put_file
+from harness.standin_files import put_tree
 
 SCRIPTS_DIR = REPO_ROOT / "scripts"
 VENV_BIN = Path(sys.executable).parent  # the venv running pytest holds the verl-async-dapo entry point
@@ -136,10 +137,8 @@ def script_env(home: Path, container_name: str) -> dict[str, str]:
 
 
 def prepare(container: Container) -> Container:
-    """Create the model directory and data files preflight checks for (the stand-in does not read them)."""
-    for argv in (["mkdir", "-p", MODEL_DIR, "/verl/data"], ["touch", *DATA_FILES]):
-        outcome = exec_argv(container, argv)
-        assert outcome.exit_code == 0, outcome.output
+    """Create the model directory and data files preflight reads (the stand-in does not read them)."""
+    put_tree(container)
     return container
 
 

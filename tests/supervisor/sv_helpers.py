@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from docker.models.containers import Container
 
 from harness.fixtures import exec_argv
+from harness.standin_files import parquet_bytes, put_tree, write_model
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, AttemptRow, RunRow, Store
 
 T = TypeVar("T")
@@ -203,10 +204,8 @@ def is_our_supervisor(pid: int, run_id: str) -> bool:
 
 # -- the container ----------------------------------------------------------------------------------------
 def prepare_verl_home(container: Container, control: dict[str, Any] | None = None) -> None:
-    """The model and data paths preflight looks for (empty files are enough) and the stand-in's control file."""
-    out = exec_argv(container, ["sh", "-c", "mkdir -p /verl/models/Qwen3-8B /verl/data && "
-                                "touch /verl/data/dapo-math-17k.parquet /verl/data/aime-2024.parquet"])  # fmt: skip
-    assert out.exit_code == 0, out.output
+    """The model and data files preflight reads (harness.standin_files) and the stand-in's control file."""
+    put_tree(container)
     if control is not None:
         write_control(container, control)
 
@@ -290,8 +289,8 @@ def override_value(attempt: AttemptRow, key: str) -> str | None:
 
 def prepare_host_tree(tree: Path, control: dict[str, Any]) -> None:
     """A host-target stand-in tree with the default model dir and data files, and the stand-in's control file."""
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True, exist_ok=True)
+    write_model(tree / "models" / "Qwen3-8B")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
     (tree / CONTROL_FILE).write_text(json.dumps(control), "utf-8")

@@ -166,7 +166,8 @@ def test_stop_ends_the_job_and_its_process_group(cli: Cli, verl_docker: Containe
 
 
 def test_a_removed_container_ends_the_run_instead_of_waiting_forever(cli: Cli, verl_docker: Container) -> None:
-    """The job died with its container: the supervisor records that (environment, target_gone) and stops."""
+    """The job died with its container: the supervisor records that (kind target_gone) and stops; status and errors
+    say target_gone from the user's seat, not the environment category's "reinstall flash-attn" (issue 28)."""
     write_control(verl_docker, {"step_seconds": LONG_STEP_S})
     cli.set(TRAIN_STEPS=LONG_STEPS, SAVE_FREQ=10)
     run_id = cli.start(verl_docker.name)["run_id"]
@@ -174,8 +175,11 @@ def test_a_removed_container_ends_the_run_instead_of_waiting_forever(cli: Cli, v
     verl_docker.remove(force=True)
     final = cli.wait_final(run_id, timeout=60)
     assert final["status"] == "failed"
-    (attempt,) = cli.errors(run_id)["attempts"]
-    assert attempt["category"] == "environment"
+    assert str(final["final_reason"]).startswith("target_gone: "), final
+    report = cli.errors(run_id)
+    (attempt,) = report["attempts"]
+    assert attempt["category"] == "target_gone" and cli.attempts(run_id)[0].attempt_error.category == "environment"
     assert attempt["kind"] == "target_gone"
+    assert "flash-attn" not in f"{attempt['explanation']} {attempt['fix']} {final['final_reason']} {report['suggestions']}"
     assert "not found" in attempt["excerpt"] or "not running" in attempt["excerpt"]
     assert len(cli.attempts(run_id)) == 1  # nothing relaunched into a container that is gone

@@ -12,15 +12,16 @@ from pathlib import Path
 import anyio
 from sv_helpers import TRACKER, Cli, checkpoint_dir
 
+from harness.standin_files import parquet_bytes, write_model
 from verl_async_dapo.resume_check import inspect, verify
 from verl_async_dapo.targets.registry import get_target
 
 
 def _host_tree(tree: Path, control: dict[str, object]) -> None:
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(tree / "models" / "Qwen3-8B")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
     (tree / "standin_control.json").write_text(json.dumps(control), "utf-8")
 
 

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from sv_helpers import Cli, override_value
 
+from harness.standin_files import parquet_bytes, write_model
+
 
 def _run(cli: Cli, tree: Path, control: dict[str, object]) -> tuple[dict, list[dict], str]:  # type: ignore[type-arg]
-    (tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(tree / "models" / "Qwen3-8B")
     (tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (tree / "data" / name).write_bytes(b"PAR1")
+        (tree / "data" / name).write_bytes(parquet_bytes())
     (tree / "standin_control.json").write_text(json.dumps({"step_seconds": 0.05, **control}), "utf-8")
     cli.set(VERL_HOME=tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=2, GPU_MEMORY_UTILIZATION=0.6)
     run_id = cli.start("host")["run_id"]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from sv_helpers import Cli, proc_alive
 
+from harness.standin_files import parquet_bytes, write_model
+
 OLD_BUSY_TIMEOUT_S = 30.0
 LOCK_S = OLD_BUSY_TIMEOUT_S + 5.0
 
@@ -33,10 +35,10 @@ print("released", flush=True)
 
 
 def test_a_lock_longer_than_the_old_timeout_with_an_oom_inside_it(cli: Cli, host_verl_tree: Path) -> None:
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(host_verl_tree / "models" / "Qwen3-8B")
     (host_verl_tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
+        (host_verl_tree / "data" / name).write_bytes(parquet_bytes())
     (host_verl_tree / "standin_control.json").write_text(
         json.dumps({"oom_at_step": 5, "oom_unless": ["offload"], "step_seconds": 0.5}), "utf-8"
     )

@@ -13,12 +13,14 @@ from pathlib import Path
 from docker.models.containers import Container
 from sv_helpers import TRACKER, Cli, cat, checkpoint_dir, last_bar, override_value, write_control
 
+from harness.standin_files import parquet_bytes, write_model
+
 
 def test_host_target_recovers_from_gpu_oom(cli: Cli, host_verl_tree: Path) -> None:
-    (host_verl_tree / "models" / "Qwen3-8B").mkdir(parents=True)
+    write_model(host_verl_tree / "models" / "Qwen3-8B")
     (host_verl_tree / "data").mkdir(exist_ok=True)
     for name in ("dapo-math-17k.parquet", "aime-2024.parquet"):
-        (host_verl_tree / "data" / name).write_bytes(b"PAR1")
+        (host_verl_tree / "data" / name).write_bytes(parquet_bytes())
     (host_verl_tree / "standin_control.json").write_text(
         json.dumps({"oom_at_step": 3, "oom_unless": ["offload"], "step_seconds": 0.1}), "utf-8"
     )

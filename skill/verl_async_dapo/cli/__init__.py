@@ -42,11 +42,32 @@ __all__ = [  # the names callers use as this module's attributes (moved, not ren
 ]
 
 
+def invoked_as(argv0: str | None = None, path: str | None = None) -> str:
+    """This command as the user can type it: the bare name when PATH finds this same command, else its full path
+    (right after scripts/install.py, ~/.local/bin is often not on PATH: a bare name there would not run)."""
+    import os
+    import shutil
+
+    argv0 = argv0 if argv0 is not None else sys.argv[0]
+    name = os.path.basename(argv0)
+    if name != "verl-async-dapo":  # `python -m verl_async_dapo`, or main() called in-process: the installed name
+        return "verl-async-dapo"
+    found = shutil.which(name, path=path)
+    mine = os.path.abspath(argv0)
+    if found and os.path.realpath(found) == os.path.realpath(mine):
+        return name
+    return mine
+
+
+def serve_banner(command: str) -> str:
+    return (f"verl-async-dapo: MCP server on stdio, waiting for an MCP client on stdin (an agent starts this command "
+            f"itself: claude mcp add verl-async-dapo -- {command} serve). Ctrl-C quits; the CLI's other commands "
+            "(--help) are for people.")  # fmt: skip
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     if args.transport == "stdio" and sys.stdin.isatty():  # a person ran it in a terminal: say what it waits for
-        print("verl-async-dapo: MCP server on stdio, waiting for an MCP client on stdin (an agent starts this "
-              "command itself: claude mcp add verl-async-dapo -- verl-async-dapo serve). Ctrl-C quits; the CLI's "
-              "other commands (--help) are for people.", file=sys.stderr, flush=True)  # fmt: skip
+        print(serve_banner(invoked_as()), file=sys.stderr, flush=True)
     with _gc_paused():
         from verl_async_dapo.server import serve
 
@@ -148,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("resume", help="continue a failed or stopped run from its last checkpoint (a new attempt)")
     p.add_argument("run_id", nargs="?")
+    p.add_argument("--force", action="store_true", help="resume a run that failed for a reason its frozen answers "
+                   "hold (SwanLab key, a missing file, a config error) once the cause is fixed outside them")  # fmt: skip
     _add_json(p)
     p.set_defaults(func=cmd_resume)
 
@@ -185,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The commands that read the run parameters from the environment (the scripts call start and preflight).
+ENV_READING_COMMANDS = frozenset({"start", "preflight", "plan", "resume", "serve"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
@@ -192,6 +219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from verl_async_dapo.errors import scrubbed_user_error
     from verl_async_dapo.wording import Face
 
+    if args.command in ENV_READING_COMMANDS:  # a misspelt variable is named, not silently ignored (issue 28)
+        import os
+
+        from verl_async_dapo.env_names import unknown_variables
+
+        for warning in unknown_variables(os.environ):
+            print(f"warning: {warning}", file=sys.stderr)
     try:
         code = func(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below

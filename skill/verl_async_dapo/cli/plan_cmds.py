@@ -69,7 +69,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     ctx = _ctx()
     settings = settings_with(ctx, training_params(args))
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
-    report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow))
+    report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow, ctx=ctx))
     if args.json:
         _print_json(report.to_dict(Face.CLI))
     else:

@@ -21,6 +21,7 @@ from verl_async_dapo.runs import (
     approvals_needed,
     check_approvals,
     no_gpus_allowed,
+    preflight,
     refuse_unplannable,
     settings_with,
     start_training,
@@ -40,8 +41,20 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
     settings = settings_with(ctx, params)  # validate every variable before anything is created
     approved = _approve(ctx, params, args.approve)  # asked before anything is looked at or created
     check_approvals(ctx, params, approved)
+    allow = no_gpus_allowed(ctx, args.allow_no_gpus)
     await refuse_unplannable(args.container, settings, args.features, skip_preflight=args.skip_preflight,
-                             allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))  # before a session exists
+                             allow_no_gpus=allow)  # before a session exists
+    try:
+        problem = SWANLAB_MISSING if _swanlab_unanswerable(ctx, args) else None
+    except sessions.UserInputError as exc:  # SwanLab configured wrongly (e.g. a placeholder key)
+        problem = str(exc)
+    if problem is not None:
+        # The target's problems in the same refusal: a new user met "SwanLab is not configured", then the verl
+        # version, then preflight, in three runs (issue 28).
+        found = [] if args.skip_preflight else [
+            line for line in (await preflight(args.container, settings, allow_no_gpus=allow, ctx=ctx)).lines(Face.CLI)
+            if not line.startswith(("[ok]", "[error] swanlab: "))]  # fmt: skip
+        raise sessions.UserInputError("\n".join([problem, *found]))
     sid = ctx.store.create_session()
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
@@ -81,15 +94,22 @@ def _approve(ctx: AppContext, params: dict[str, Any], flag: bool) -> tuple[str, 
     return texts if answer in ("y", "yes") else ()
 
 
+SWANLAB_MISSING = ("SwanLab is not configured: set SWANLAB_HOST and SWANLAB_API_KEY (or SWANLAB_MODE=local / "
+                   "disabled), or pass --swanlab-mode local|disabled")
+
+
+def _swanlab_unanswerable(ctx: AppContext, args: argparse.Namespace) -> bool:
+    """SwanLab must be asked, and there is nobody to ask (no terminal) and no --swanlab-mode answering it."""
+    return (sessions.swanlab_question_asked(ctx) and args.swanlab_mode not in ("local", "disabled")
+            and not sys.stdin.isatty())  # fmt: skip
+
+
 async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> None:
     if args.swanlab_mode in ("local", "disabled"):
         await sessions.configure_swanlab(ctx, mode=args.swanlab_mode, session_id=sid)
         return
     if not sys.stdin.isatty():
-        raise sessions.UserInputError(
-            "SwanLab is not configured: set SWANLAB_HOST and SWANLAB_API_KEY (or SWANLAB_MODE=local / disabled), "
-            "or pass --swanlab-mode local|disabled"
-        )
+        raise sessions.UserInputError(SWANLAB_MISSING)
     print("SwanLab 监控配置 / SwanLab monitoring:", file=sys.stderr)
     host = input("  Host (empty = SwanLab cloud): ").strip() or None
     key = getpass.getpass("  API Key: ").strip() or None

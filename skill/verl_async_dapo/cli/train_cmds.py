@@ -58,7 +58,12 @@ def cmd_start(args: argparse.Namespace) -> int:
               f"features: {', '.join(result.features)}\nSwanLab:  {result.swanlab_url or result.swanlab_note}")  # fmt: skip
         if result.memory_fix_applied:
             print(f"memory fix applied: {result.memory_fix_applied}")
-        print("monitor:\n  " + "\n  ".join(result.monitor_commands), flush=True)
+        from verl_async_dapo.cli import invoked_as
+
+        command = invoked_as()  # off PATH right after the install: the commands as they can be typed
+        shown = [command + c.removeprefix("verl-async-dapo") if c.startswith("verl-async-dapo ") else c
+                 for c in result.monitor_commands]  # fmt: skip
+        print("monitor:\n  " + "\n  ".join(shown), flush=True)
     if args.wait:  # the summary first (run id, link), then follow until the run ends
         from verl_async_dapo.cli.status_view import follow_status
 
@@ -91,7 +96,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     from verl_async_dapo.runs import resume_run
 
-    result = resume_run(_ctx(), args.run_id)
+    result = resume_run(_ctx(), args.run_id, force=args.force)
     _print_json(result) if args.json else print(f"{result['run_id']}: {result['message']}")
     return EXIT_OK
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 
+from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.formats import iso_time
@@ -71,10 +72,35 @@ def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
 RESUMABLE_STATUSES = ("failed", "stopped")
 
 
-def resume_run(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
+# Failures whose cause is in the run's frozen answers: resuming them fails the same way (issue 28). What to
+# change, and how: a new run with the new answer, or force when the cause was outside the answers.
+_FUTILE: dict[str, tuple[str, Term]] = {
+    ErrorCategory.TRACKING.value: (
+        "SwanLab refused to start (key, host or network) and the run's SwanLab answer is frozen into it",
+        Term(mcp="fix the key or host with configure_swanlab (or SWANLAB_* in the server's environment), then "
+                 "start_training (a new run)", cli="fix SWANLAB_API_KEY / SWANLAB_HOST, then `verl-async-dapo start` "
+                 "(a new run)")),
+    ErrorCategory.MISSING_FILE.value: (
+        "a model, data or checkpoint path did not exist in the target and the paths are frozen into the run",
+        Term(mcp="start_training with the right model_path / train_file / val_file (a new run)",
+             cli="`verl-async-dapo start` with the right MODEL_PATH / TRAIN_FILE / VAL_FILE (a new run)")),
+    ErrorCategory.CONFIG_ERROR.value: (
+        "verl refused the configuration and the run's parameters and overrides are frozen into it",
+        Term(mcp="plan_training to see the launch, then start_training with corrected parameters / overrides "
+                 "(a new run)", cli="`verl-async-dapo plan`, then `verl-async-dapo start` with corrected parameters "
+                 "(a new run)")),
+}
+_FORCE = Term(mcp="resume_training with force=true", cli="`verl-async-dapo resume RUN_ID --force`")
+
+
+def resume_run(ctx: AppContext, run_id: str | None = None, *, force: bool = False) -> dict[str, Any]:
     """Continue a failed or stopped run as a new attempt of the same run: the same frozen answers and
     parameters, resuming from its last checkpoint (its checkpoint directory and ``resume_mode=auto`` do not
-    change). The supervisor launches the attempt; this returns at once."""
+    change). The supervisor launches the attempt; this returns at once.
+
+    A run that failed for a reason its frozen answers cannot change (tracking, a missing file, a config error) is
+    refused with what to change; ``force``: the user fixed the cause outside the answers (put the file in place,
+    the SwanLab server is back), resume anyway."""
     run = resolve_run(ctx, run_id)
     if run.status in ACTIVE_RUN_STATUSES:
         raise UserInputError(f"run {run.id} is {run.status}: it is still going, there is nothing to resume")
@@ -85,6 +111,13 @@ def resume_run(ctx: AppContext, run_id: str | None = None) -> dict[str, Any]:
     if busy:
         raise UserInputError(f"{run.target} is busy with run {busy[0]}; stop it first, then resume {run.id}")
     attempts = ctx.store.attempts(run.id)
+    error = attempts[-1].attempt_error if attempts else None
+    if run.status == "failed" and error is not None and error.category in _FUTILE and not force:
+        why, change = _FUTILE[error.category]
+        raise UserInputError(Say(
+            "not resumed: run {run} failed as {cat} — {why}, so a resume would fail the same way. {change}; or, if "
+            "the cause is fixed outside the run's answers (the file is in place now, the server is back), {force}",
+            run=run.id, cat=error.category, why=why, change=change, force=_FORCE))  # fmt: skip
     # The event first: a supervisor that finds the run active but no event would judge the old attempt again.
     ctx.store.add_event("info", "run_resumed", f"resume requested after the run {run.status}", run_id=run.id,
                         data={"after_attempt": attempts[-1].n if attempts else 0})  # fmt: skip

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from verl_async_dapo import policy
-from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
+from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
 from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
@@ -28,14 +28,15 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
     for attempt in attempts:
         error = attempt.attempt_error
         decided = attempt.supervisor_decision
-        info = CATEGORY_INFO[ErrorCategory(error.category)] if error else None
+        info = policy.info_for(ErrorCategory(error.category), error.kind) if error else None
         items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
             "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
             "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
             "plan_notes": attempt.config.get("plan_notes", []),
             "reason_started": attempt.reason,
-            "category": error.category if error else None, "kind": error.kind if error else None,
+            "category": policy.shown_category(error.category, error.kind) if error else None,
+            "kind": error.kind if error else None,
             "excerpt": ctx.scrub(error.excerpt) if error and error.excerpt else None,
             "explanation": info.explanation if info else None,
             "fix": policy.fix_text(ErrorCategory(error.category), error.kind) if error else None,

@@ -14,7 +14,7 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import ParamError, UserInputError
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import draft_spec, plan_for
-from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
+from verl_async_dapo.preflight import Check, CheckStatus, PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.preflight_memory import MemoryFix
 from verl_async_dapo.prelaunch import validate_overrides
 from verl_async_dapo.runs import approvals
@@ -82,9 +82,66 @@ def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer |
                          log_dir=configured.log_dir, source=configured.source)  # fmt: skip
 
 
-async def preflight(target_name: str, settings: TrainingSettings, *, allow_no_gpus: bool = False) -> PreflightReport:
-    """The checks before a launch, against the target named ``target_name`` (the faces' way to preflight)."""
-    return await run_preflight(get_target(target_name), settings, allow_no_gpus=allow_no_gpus)
+async def preflight(target_name: str, settings: TrainingSettings, *, allow_no_gpus: bool = False,
+                    ctx: AppContext | None = None) -> PreflightReport:  # fmt: skip
+    """The checks before a launch, against the target named ``target_name`` (the faces' way to preflight); with
+    ``ctx``, the SwanLab configuration of its environment / config file is checked too (one report, issue 28)."""
+    report = await run_preflight(get_target(target_name), settings, allow_no_gpus=allow_no_gpus)
+    first = report.checks[0] if report.checks else None
+    if first is not None and first.name == "target" and first.status is CheckStatus.ERROR:
+        report.checks[0] = await _missing_target(target_name) or first
+    if ctx is not None:
+        line = await swanlab_check(ctx)
+        if line is not None:
+            report.checks.append(line)
+    return report
+
+
+async def _missing_target(name: str) -> Check | None:
+    """A target that does not exist, said with the ones that do and how to make it (issue 28: `preflight --container
+    jins` answered only "not found"). None when the target exists (it failed for another reason)."""
+    from verl_async_dapo.targets.registry import list_targets
+
+    if name == "host" or name.startswith("ray:"):
+        return None
+    targets = await list_targets()
+    names = [t.name for t in targets]
+    if name in names:
+        return None
+    docker_note = next((t.note for t in targets if t.name == "host" and t.note), None)  # Docker unreachable
+    create = Term(mcp=f'select_container with create={{"name": "{name}", "image": IMAGE, "gpus": "all"}}',
+                  cli=f"docker run -d --name {name} --gpus all --ipc=host --network host -v HOST_VERL:/verl IMAGE "
+                      "sleep infinity (IMAGE e.g. verlai/verl:vllm011.latest)")  # fmt: skip
+    pick = Term(mcp="select_container with one of them", cli="--container with one of them")
+    unreachable = f" (Docker did not answer: {docker_note})" if docker_note else ""
+    return Check("target", CheckStatus.ERROR,
+                 f"no container named {name!r}{unreachable}; existing targets: {', '.join(names)}",
+                 Say("{pick}, or create it: {create}", pick=pick, create=create))  # fmt: skip
+
+
+_SWANLAB_FIX = Term(mcp="fix SWANLAB_API_KEY / SWANLAB_HOST in the server's environment (or the SwanLab config file), "
+                        "or set SWANLAB_MODE=local / disabled there",
+                    cli="fix SWANLAB_API_KEY / SWANLAB_HOST, or set SWANLAB_MODE=local / disabled")  # fmt: skip
+
+
+async def swanlab_check(ctx: AppContext) -> Check | None:
+    """The preconfigured SwanLab (environment > config file) as a preflight line: the key is tried against its host
+    the way the SDK logs in. The script path never did this: a wrong key failed the run 35 s in as `tracking`.
+    None when nothing is preconfigured (the session's question 4 asks, and checks, then)."""
+    try:
+        cfg = preconfigured_swanlab(ctx)
+    except UserInputError as exc:  # e.g. a placeholder key: the message never holds the key
+        return Check("swanlab", CheckStatus.ERROR, ctx.scrub(str(exc)), _SWANLAB_FIX)
+    if cfg is None:
+        return None
+    if cfg.mode is not swanlab_cfg.SwanlabMode.CLOUD:
+        return Check("swanlab", CheckStatus.OK, f"SwanLab {cfg.mode.value} mode ({cfg.source})")
+    result = await swanlab_cfg.check_key(cfg)
+    where = cfg.host or "SwanLab cloud"
+    if result.ok:
+        return Check("swanlab", CheckStatus.OK, f"key accepted by {where} ({cfg.source})")
+    status = CheckStatus.ERROR if result.status in ("wrong_key", "unreachable") else CheckStatus.WARNING
+    return Check("swanlab", status, ctx.scrub(result.message), _SWANLAB_FIX)
 
 
 ALLOW_NO_GPUS_ENV = "VERL_ASYNC_DAPO_ALLOW_NO_GPUS"  # the server-wide form of allow_no_gpus (a CPU-only stand-in)
@@ -162,7 +219,13 @@ async def start_training(
             settings, features = apply_fix(settings, features, fix)
             applied = fix.to_dict()
             report = await run_preflight(target, settings, features.choice(), allow_no_gpus=allow)
+    if report is not None and Question.SWANLAB.value not in answers:  # preconfigured: checked here, in the report
+        line = await swanlab_check(ctx)
+        if line is not None:
+            report.checks.append(line)
     version = settings.verl_version or (report.verl_version if report else None)
+    if report is not None and not report.ok and not version:  # the report first: it says why there is no version
+        raise UserInputError(Say("preflight failed, nothing was started:\n{lines}", lines=_lines(report)))
     if not version and report is None:  # --skip-preflight skips the checks, not the version read
         try:
             version = await detect_verl_version(target, settings)
@@ -180,8 +243,17 @@ async def start_training(
         plan, _ = plan_for(ctx, spec, spec.first_attempt_config(), with_secrets=False)
     except PlanError as exc:
         plan_problem = exc
+    compose_error = None
+    composable = report is not None and (report.ok or any(c.name == "hydra" and c.status is CheckStatus.OK
+                                                          for c in report.checks))  # fmt: skip
+    if plan is not None and settings.extra_overrides and composable:
+        # The user's own keys are the likeliest to be stale or misspelt: verl's compose says so now, in the report.
+        checked = await validate_overrides(target, plan.entry.cwd, plan.entry.config_dir, plan.entry.config_name,
+                                           plan.overrides)  # fmt: skip
+        compose_error = None if checked.ok else checked.error
     if report is not None and not report.ok:  # every problem found before the launch, in one refusal
         plan_line = f"\n[error] plan: {plan_problem}" if plan_problem else ""
+        plan_line += f"\n[error] hydra compose: verl rejected the overrides: {compose_error}" if compose_error else ""
         raise UserInputError(Say("preflight failed, nothing was started:\n{lines}{plan}", lines=_lines(report),
                                  plan=plan_line), plan_problem.params if plan_problem else ())  # fmt: skip
     if plan_problem is not None or plan is None:
@@ -191,13 +263,9 @@ async def start_training(
     if busy and not container.allow_shared_gpus:
         raise UserInputError(Say("{name} is busy with run {run}; stop it first ({stop}) or choose another target",
                                  name=container.name, run=busy[0], stop=tool("stop_training")))  # fmt: skip
-    if settings.extra_overrides and not skip_preflight:
-        # The user's own keys are the likeliest to be stale or misspelt: verl's compose says so now, not later.
-        checked = await validate_overrides(target, plan.entry.cwd, plan.entry.config_dir, plan.entry.config_name,
-                                           plan.overrides)  # fmt: skip
-        if not checked.ok:
-            raise UserInputError(f"verl rejected the overrides, nothing was started:\n{checked.error}",
-                                 ("extra_overrides",))  # fmt: skip
+    if compose_error is not None:
+        raise UserInputError(f"verl rejected the overrides, nothing was started:\n{compose_error}",
+                             ("extra_overrides",))  # fmt: skip
     try:
         ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
     except StoreError as exc:

@@ -169,7 +169,12 @@ def tool(
                                   idempotent_hint=idempotent, open_world_hint=open_world)  # fmt: skip
 
     def register(fn: _F) -> _F:
+        from verl_async_dapo.server.strict import make_strict
+
         mcp.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations)
+        registered = mcp._tool_manager.get_tool(fn.__name__)
+        assert registered is not None, fn.__name__
+        make_strict(registered)  # an unknown argument is refused with the closest known one, never dropped
         return fn
 
     return register

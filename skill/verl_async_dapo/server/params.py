@@ -21,6 +21,8 @@ def _int(env: str, default: str, ge: int = 1, le: int = 1 << 20, what: str = "")
     return Annotated[int | None, Field(ge=ge, le=le, description=desc)]
 
 
+ResumeForceArg = Annotated[bool, Field(description="Resume even though the run failed for a reason its frozen answers "
+                                  "hold (the user fixed it outside them: the file is in place now, the server is back)")]
 ModeArg = Annotated[Literal["dapo", "one_step_off_policy"] | None, Field(description="Default MODE or dapo")]
 FrameworkArg = Annotated[Literal["megatron", "fsdp"] | None, Field(description="Default FRAMEWORK or megatron")]
 VerlHomeArg = Annotated[str | None, Field(max_length=4096, description="verl checkout in the target (absolute). "

@@ -193,10 +193,13 @@ async def plan_training(
 
 
 @tool("Resume training", read_only=False, idempotent=False, open_world=True)
-async def resume_training(ctx: Context[AppContext], run_id: wire.RunId = None) -> sp.ResumeOut:
+async def resume_training(ctx: Context[AppContext], run_id: wire.RunId = None,
+                          force: sp.ResumeForceArg = False) -> sp.ResumeOut:  # fmt: skip
     """Continues a failed or stopped run from its last checkpoint, as a new attempt of the same run
     with the same answers and parameters (a background supervisor launches it; returns at once).
-    Omitted run_id = the current session's run, else the latest."""
+    Omitted run_id = the current session's run, else the latest. A run that failed for a reason its
+    frozen answers cannot change (SwanLab key, a missing file, a config error) is refused with what to
+    change; force=true resumes anyway once the cause is fixed outside the run's answers."""
     app = app_of(ctx)
     with service_errors(app):
-        return sp.ResumeOut.model_validate(await off_loop(runs.resume_run, app, run_id))
+        return sp.ResumeOut.model_validate(await off_loop(runs.resume_run, app, run_id, force=force))

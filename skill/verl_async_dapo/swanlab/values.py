@@ -108,6 +108,18 @@ def normalize_host(raw: str) -> str | None:
     return f"{scheme}://{hostname}" + (f":{port}" if port is not None else "")
 
 
+_PLACEHOLDER_WORDS = {"apikey", "api_key", "yourkey", "your_key", "your_api_key", "swanlab_api_key",
+                      "changeme", "placeholder", "todo", "none", "null", "xxx"}  # fmt: skip
+
+
+def looks_like_placeholder(key: str) -> bool:
+    """A value copied from an example, not a key: dots, stars, x's, `<...>`, `${...}`, or a word such as YOUR_KEY."""
+    folded = key.lower().replace("-", "_")
+    if all(ch in ".…*x_-<>" for ch in folded) or (key[:1] in "<[{" and key[-1:] in ">]}") or key.startswith("$"):
+        return True
+    return folded.strip("<>") in _PLACEHOLDER_WORDS
+
+
 def check_key_text(key: object) -> str:
     """The stripped key, or SwanlabConfigError (whose message never includes the key)."""
     if not isinstance(key, str):
@@ -117,6 +129,9 @@ def check_key_text(key: object) -> str:
         raise SwanlabConfigError("the SwanLab API key is empty")
     if len(key) > _MAX_KEY:
         raise SwanlabConfigError(f"the SwanLab API key is longer than {_MAX_KEY} characters")
+    if looks_like_placeholder(key):  # the README's literal `SWANLAB_API_KEY=...`, `<your key>`, `xxx`
+        raise SwanlabConfigError("SWANLAB_API_KEY looks like a placeholder, not a key: put your own key there "
+                                 "(SwanLab → Settings → API Key), or use SWANLAB_MODE=local / disabled")  # fmt: skip
     # It travels as an HTTP header and in .netrc: printable ASCII without spaces only.
     if not all(33 <= ord(ch) <= 126 for ch in key):
         raise SwanlabConfigError("the SwanLab API key may only contain printable ASCII characters without spaces")
