@@ -43,7 +43,23 @@ import a service just for one of these.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from verl_async_dapo.wording import Face, Say, Text
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem, named by field; pydantic's "Value error, " noise removed. Here, below settings and
+    errors.py, because both word a refused value with it (settings: a ParamError; errors.py: any face's)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 class VerlAsyncDapoError(Exception):

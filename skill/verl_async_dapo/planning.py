@@ -155,11 +155,10 @@ def plan_training(
     from verl_async_dapo.exceptions import UserInputError
     from verl_async_dapo.flow import Question
     from verl_async_dapo.launching import proxy_values_of, swanlab_config_of
-    from verl_async_dapo.runs import settings_with
     from verl_async_dapo.sessions import preconfigured_swanlab
     from verl_async_dapo.verl import PlanError
 
-    settings = settings_with(ctx, params)
+    settings = settings_with_values(params)
     sid = session_id or ctx.store.current_session()
     answers = ctx.store.answers(sid) if sid else {}
     assumed: list[str] = []

@@ -186,6 +186,16 @@ def swanlab_key_form_wanted(ctx: AppContext, mode: str | None, host: str | None,
     return swanlab_key_wanted(mode, host, api_key) and swanlab_question_open(ctx)
 
 
+def new_session(ctx: AppContext) -> str:
+    """A new session for the question flow (the CLI's quick start answers it in one go)."""
+    return ctx.store.create_session()
+
+
+def abandon_session(ctx: AppContext, session_id: str) -> None:
+    """Give up a session that started nothing, so it never becomes the "current" one an agent picks up."""
+    ctx.store.abandon_session(session_id)
+
+
 def _session_for(ctx: AppContext, question: Question, session_id: str | None = None) -> str:
     """The given (or current) session, checked that ``question`` may be answered now."""
     sid = session_id or ctx.store.current_session()

@@ -25,6 +25,7 @@ from verl_async_dapo.records import (
     ProgressReport,
     SupervisorDecision,
 )
+from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.targets import base as targets_base
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
@@ -182,12 +183,12 @@ async def test_check_errors_returns_a_typed_report_that_the_faces_render(ctx: Ap
 
 
 async def test_the_quick_start_refuses_an_unplannable_run_through_the_run_service(ctx: AppContext) -> None:
-    settings = runs.settings_with(ctx, {"rollout_tp": 2, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    settings = settings_with_values({"rollout_tp": 2, "rollout_gpus": 3, "mode": "one_step_off_policy"})
     with pytest.raises(UserInputError, match=r"^invalid training parameters: ROLLOUT_TP=2 must divide") as refused:
         await runs.refuse_unplannable("host", settings, None, skip_preflight=True, allow_no_gpus=True)
     assert "rollout_tp" in refused.value.params  # the face names its argument or flag
     assert ctx.store.current_session() is None and runs.list_runs(ctx) == []
-    planned = runs.settings_with(ctx, {"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    planned = settings_with_values({"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
     await runs.refuse_unplannable("host", planned, None, skip_preflight=True, allow_no_gpus=True)  # plans: no refusal
 
 

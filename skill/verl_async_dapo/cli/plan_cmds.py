@@ -47,11 +47,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
     from verl_async_dapo.cli.params import training_params
-    from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
+    from verl_async_dapo.runs import no_gpus_allowed, preflight
+    from verl_async_dapo.settings import settings_with_values
     from verl_async_dapo.wording import Face
 
     ctx = _ctx()
-    settings = settings_with(ctx, training_params(args))
+    settings = settings_with_values(training_params(args))
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
     report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow))
     if args.json:

@@ -14,7 +14,8 @@ import sys
 from verl_async_dapo import sessions
 from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.runs import StartResult, no_gpus_allowed, refuse_unplannable, settings_with, start_training
+from verl_async_dapo.runs import StartResult, no_gpus_allowed, refuse_unplannable, start_training
+from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.wording import Face
 
 
@@ -27,10 +28,10 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = training_params(args)
-    settings = settings_with(ctx, params)  # validate every variable before anything is created
+    settings = settings_with_values(params)  # validate every variable before anything is created
     await refuse_unplannable(args.container, settings, args.features, skip_preflight=args.skip_preflight,
                              allow_no_gpus=no_gpus_allowed(ctx, args.allow_no_gpus))  # before a session exists
-    sid = ctx.store.create_session()
+    sid = sessions.new_session(ctx)
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
                                         allow_no_gpus=args.allow_no_gpus, session_id=sid)  # fmt: skip
@@ -49,7 +50,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
                                       apply_memory_fix=args.apply_memory_fix)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
-        ctx.store.abandon_session(sid)
+        sessions.abandon_session(ctx, sid)
         raise
     return result
 

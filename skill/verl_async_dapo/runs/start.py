@@ -11,9 +11,11 @@ from pydantic import BaseModel
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import ParamError, UserInputError
+from verl_async_dapo.exceptions import UserInputError
+from verl_async_dapo.features import parse_user_features
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import draft_spec, plan_for
+from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 from verl_async_dapo.preflight import PreflightReport, detect_verl_version, run_preflight
 from verl_async_dapo.preflight_memory import MemoryFix
 from verl_async_dapo.prelaunch import validate_overrides
@@ -44,14 +46,6 @@ class StartResult(BaseModel):
     monitor_commands: list[str]
     memory_fix_applied: dict[str, Any] | None = None  # what apply_memory_fix changed before the launch
     memory_estimate: dict[str, Any] | None = None  # preflight's estimate and fit (None without GPUs seen)
-
-
-def settings_with(ctx: AppContext | None, overrides: dict[str, Any]) -> TrainingSettings:
-    """Environment parameters with the caller's explicit values on top, validated together."""
-    try:
-        return settings_with_values(overrides)
-    except ParamError as exc:
-        raise UserInputError(str(exc), exc.params) from None
 
 
 def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer | None:
@@ -85,9 +79,6 @@ async def refuse_unplannable(target_name: str, settings: TrainingSettings, featu
     not dividing ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. The one plan
     builder, against VERL_VERSION or the default profile (start re-plans with the version preflight detects); the
     target's own problems (preflight's non-ok lines) go into the same refusal."""
-    from verl_async_dapo.features import parse_user_features
-    from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
-
     choice = parse_user_features(features) if features else settings.feature_choice()
     try:
         preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
@@ -127,7 +118,7 @@ async def start_training(
     run = ctx.store.run_for_session(sid)
     check_start_allowed({Question(k): v for k, v in answers.items()}, preconfigured_swanlab(ctx) is not None,
                         RUN_TO_SESSION_STATE[run.status] if run else None)  # fmt: skip
-    settings = settings_with(ctx, params)
+    settings = settings_with_values(params)
     container = ContainerAnswer.model_validate(answers[Question.CONTAINER.value])
     target = get_target(container.name)
     features = FeaturesAnswer.model_validate(answers[Question.FEATURES.value])

@@ -88,6 +88,11 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
     return False
 
 
+def run_known(ctx: AppContext, run_id: str) -> bool:
+    """Whether the store holds a run with this id (a resource for any other is "not found")."""
+    return ctx.store.run(run_id) is not None
+
+
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:
     if run_id is not None:
         if not run_id.startswith("run_") or len(run_id) > 64:

@@ -328,10 +328,10 @@ async def run_log_resource(run_id: str, ctx: Context) -> str:
         raise ResourceNotFoundError(f"{run_id[:40]!r} is not a run id (run_…)")
     app: AppContext = ctx.request_context.lifespan_context
     try:
-        known = await off_loop(app.store.run, run_id)
+        known = await off_loop(runs.run_known, app, run_id)
     except Exception as exc:
         raise resource_errors(app, exc) from None
-    if known is None:
+    if not known:
         raise ResourceNotFoundError(f"unknown run {run_id!r}; get_progress shows the latest run's id")
     try:
         run, tail = await off_loop(runs.log_tail, app, run_id, LOG_TAIL_BYTES)

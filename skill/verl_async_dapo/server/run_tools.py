@@ -13,8 +13,8 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
+import verl_async_dapo.server.models as wire
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server import models as wire
 from verl_async_dapo.server.app import NotAsked, app_of, can_elicit, lazy_module, off_loop, service_errors, tool
 
 if TYPE_CHECKING:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context
 
+import verl_async_dapo.server.models as wire
+import verl_async_dapo.server.params as sp
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server import models as wire
-from verl_async_dapo.server import params as sp
 from verl_async_dapo.server.app import app_of, lazy_module, off_loop, service_errors, tool, visible
 
 if TYPE_CHECKING:

@@ -360,10 +360,3 @@ class Supervisor(AttemptWatching):
                 await self.target.stop_job(attempts[-1].handle, grace_seconds=10.0)
             except TargetError as exc:
                 log.error("stop failed: %s", exc)
-
-
-def main(run_id: str) -> int:
-    """Entry of ``verl-async-dapo supervise RUN_ID``: the process around the Supervisor (``supervise``)."""
-    from verl_async_dapo.supervise import main as supervise_main
-
-    return supervise_main(run_id)

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+import verl_async_dapo.verl.parallel as parallel
 from verl_async_dapo.exceptions import PlanError, SecretLeakError
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings, check_name_text
-from verl_async_dapo.verl import parallel
 from verl_async_dapo.verl.dapo import WorkflowInput, build_workflow_overrides
 from verl_async_dapo.verl.feature_overrides import SequenceBudget, build_feature_overrides
 from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, EnvError, build_launch_env
