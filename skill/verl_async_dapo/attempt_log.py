@@ -95,12 +95,12 @@ class ProgressWriter:
         attempts = self.ctx.store.attempts(self.run_id) if attempt_n > 1 else []
         decided = attempts[attempt_n - 2].supervisor_decision if len(attempts) >= attempt_n else None
         expected = decided.checkpoint if decided else None
-        message = resume_check.verify(expected, snapshot)
-        if message and "lost" in message and self._warned != attempt_n:
+        verdict = resume_check.verify(expected, snapshot)
+        if verdict is not None and verdict.lost_steps > 0 and self._warned != attempt_n:
             self._warned = attempt_n
-            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {message}", run_id=self.run_id,
-                                     data={"attempt": attempt_n})  # fmt: skip
-        return message
+            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {verdict.message}",
+                                     run_id=self.run_id, data={"attempt": attempt_n})  # fmt: skip
+        return verdict.message if verdict is not None else None
 
 
 def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> AttemptError | None:

@@ -27,7 +27,8 @@
     └── StateError                      (a RuntimeError) our own state cannot be used
         ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
         │   └── StoreBusy               another process holds its lock longer than we wait: retry later
-        ├── TerminalStateError          a run or attempt that has ended cannot change its status again
+        ├── IllegalTransitionError      a status change status.py's transition table does not allow
+        │   └── TerminalStateError      a run or attempt that has ended cannot change its status again
         └── SecretStoreError            a secret could not be stored or read
             ├── SecretNotFoundError     (also a KeyError)
             └── InsecureFileError
@@ -195,9 +196,13 @@ class StoreBusy(StoreError):
     """Another process holds the state store's lock longer than we wait; a retry later may succeed."""
 
 
-class TerminalStateError(StateError):
-    """A run or attempt that reached a terminal status cannot change it (status.py). Not a StoreError: retrying
+class IllegalTransitionError(StateError):
+    """A run or attempt status change that status.py's transition table does not allow. Not a StoreError: retrying
     the write can never succeed, so nothing may treat it as a transient failure of the store."""
+
+
+class TerminalStateError(IllegalTransitionError):
+    """A run or attempt that reached a terminal status cannot change it (status.py)."""
 
 
 class SecretStoreError(StateError):

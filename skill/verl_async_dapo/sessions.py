@@ -36,6 +36,7 @@ from verl_async_dapo.flow import (
     swanlab_asked,
     swanlab_key_wanted,
 )
+from verl_async_dapo.status import RunStatus
 from verl_async_dapo.targets import mounts
 from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
 from verl_async_dapo.targets.registry import create_container, find_target_info
@@ -64,12 +65,12 @@ class SessionView(BaseModel):
 
 
 RUN_TO_SESSION_STATE = {
-    "starting": SessionState.RUNNING,
-    "running": SessionState.RUNNING,
-    "retrying": SessionState.RUNNING,
-    "succeeded": SessionState.SUCCEEDED,
-    "failed": SessionState.FAILED,
-    "stopped": SessionState.STOPPED,
+    RunStatus.STARTING: SessionState.RUNNING,
+    RunStatus.RUNNING: SessionState.RUNNING,
+    RunStatus.RETRYING: SessionState.RUNNING,
+    RunStatus.SUCCEEDED: SessionState.SUCCEEDED,
+    RunStatus.FAILED: SessionState.FAILED,
+    RunStatus.STOPPED: SessionState.STOPPED,
 }
 
 
@@ -143,7 +144,7 @@ def _current_attempt(ctx: AppContext, run_id: str | None) -> dict[str, Any]:
         return {}
     last = attempts[-1]
     return {"run_attempt": last.n, "run_overrides": list(last.overrides),
-            "run_override_sources": dict(last.config.get("override_sources", {}))}  # fmt: skip
+            "run_override_sources": dict(last.config.override_sources)}  # fmt: skip
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:

@@ -31,9 +31,9 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
         info = CATEGORY_INFO[ErrorCategory(error.category)] if error else None
         items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
-            "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
-            "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
-            "plan_notes": attempt.config.get("plan_notes", []),
+            "features": list(attempt.config.effective), "override_diff": attempt.override_diff,
+            "overrides": attempt.overrides, "override_sources": dict(attempt.config.override_sources),
+            "plan_notes": list(attempt.config.plan_notes),
             "reason_started": attempt.reason,
             "category": error.category if error else None, "kind": error.kind if error else None,
             "excerpt": ctx.scrub(error.excerpt) if error and error.excerpt else None,

@@ -169,7 +169,7 @@ async def start_training(
             raise UserInputError(f"verl rejected the overrides, nothing was started:\n{checked.error}",
                                  ("extra_overrides",))  # fmt: skip
     try:
-        ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
+        ctx.store.create_run(sid, container.name, spec, run_id=run_id)
     except StoreError as exc:
         raise UserInputError(str(exc)) from exc
     spawn_supervisor(ctx, run_id)

@@ -11,6 +11,7 @@ import time
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
+from verl_async_dapo.status import RunStatus
 from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy
 from verl_async_dapo.wording import Say, Term, tool
 
@@ -75,7 +76,7 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
     if len(recent) >= MAX_SUPERVISOR_RESTARTS:
         log_file = ctx.run_dir(run.id) / "supervisor.log"
-        ctx.store.end_run(run.id, "failed",
+        ctx.store.end_run(run.id, RunStatus.FAILED,
                           final_reason=f"the supervisor died {len(recent)} times in {RESTART_WINDOW_SECONDS:.0f} s",
                           suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
                                        "report the supervisor error as a bug"])  # fmt: skip

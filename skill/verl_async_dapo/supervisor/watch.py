@@ -17,6 +17,7 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.records import AttemptError
+from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.store import AttemptRow, StoreBusy
 from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
 
@@ -81,9 +82,9 @@ class AttemptWatching:
         if self._target_gone is not None:
             error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="target_gone", line=None,
                                  excerpt=self.ctx.scrub(self._target_gone))  # fmt: skip
-            status_name = "stopped" if self._stop_flag() else "failed"
-            self.ctx.store.end_attempt(self.run_id, attempt.n, status_name, error=error)
-            if status_name == "failed":
+            ended = AttemptStatus.STOPPED if self._stop_flag() else AttemptStatus.FAILED
+            self.ctx.store.end_attempt(self.run_id, attempt.n, ended, error=error)
+            if ended is AttemptStatus.FAILED:
                 self.watchman.target_gone(attempt.n, error.excerpt or "")
             return
         if not tail:
@@ -93,15 +94,15 @@ class AttemptWatching:
         text = window_text(tail["data"])
         exit_code = status.exit_code
         if exit_code == 0:
-            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", exit_code=0)
+            self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.SUCCEEDED, exit_code=0)
             return
         if self._stop_flag():
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
-            self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
+            self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.STOPPED, exit_code=exit_code)
             return
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed.
         error = self.watchman.stalled_error(attempt.n) or attempt_error(text, exit_code, self.ctx.scrub)
-        self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
+        self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.FAILED, exit_code=exit_code, error=error)
 
     async def _read_tail_into(self, handle: JobHandle, box: dict[str, Any]) -> None:
         """The log's classification window (its last MiB), into ``box`` ("data", or the "error" to raise)."""
