@@ -49,13 +49,9 @@ class PlanRequest(BaseModel):
     run_id: str
     # None: settings.experiment_name, else run_id.
     experiment_name: str | None = None
-    swanlab_enabled: bool = False
-    # Non-secret SwanLab variables (SWANLAB_MODE, SWANLAB_LOG_DIR, SWANLAB_API_HOST, SWANLAB_WEB_HOST).
-    swanlab_env: dict[str, str] = Field(default_factory=dict)
-    # Raw proxy settings by name (http_proxy/https_proxy/no_proxy, any case); URLs with credentials
-    # become secret names automatically.
-    proxy_env: dict[str, str | None] = Field(default_factory=dict)
-    # Further plain variables (already free of secrets).
+    swanlab_enabled: bool = False  # the swanlab logger in trainer.logger
+    # Plain variables (already free of secrets): the proxies without credentials and the SwanLab settings, as
+    # launching.plan_with splits them (answers.proxy_env, swanlab.launch_env).
     extra_env: dict[str, str] = Field(default_factory=dict)
     # Names of variables whose values the supervisor injects at launch (e.g. SWANLAB_API_KEY).
     secret_env_names: tuple[str, ...] = ()
@@ -173,13 +169,7 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
         ladder_values = {o.key: o.render().partition("=")[2] for o in features.overrides if o.key in ladder}
         merged = merge_overrides(tagged, parse_user_overrides(s.extra_overrides), ladder_values)
         rendered = merged.rendered
-        launch_env = build_launch_env(
-            swanlab_enabled=request.swanlab_enabled,
-            swanlab_env=request.swanlab_env,
-            proxy_env=request.proxy_env,
-            extra_env=request.extra_env,
-            secret_env_names=request.secret_env_names,
-        )
+        launch_env = build_launch_env(extra_env=request.extra_env, secret_env_names=request.secret_env_names)
     except (OverrideError, EnvError) as exc:
         raise PlanError(str(exc)) from exc
     argv = (
@@ -209,7 +199,7 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
         sources=merged.sources,
         notes=(*_notes(s, profile), *par.notes, *features.notes, *merged.notes),
     )
-    secrets = [v.get_secret_value() for v in request.secret_values] + list(launch_env.secret_values)
+    secrets = [v.get_secret_value() for v in request.secret_values]
     assert_no_secret(plan, secrets)
     return plan
 
