@@ -20,11 +20,12 @@ from typing import Any
 from verl_async_dapo import resume_check
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError
-from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
+from verl_async_dapo.records import AttemptError, JobHandle
+from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, Target
 
 READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
 

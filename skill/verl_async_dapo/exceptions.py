@@ -37,9 +37,8 @@ A message may be a ``wording.Say`` that names tools and arguments for an agent, 
 ``for_face`` renders it for the face that shows it, and ``str()`` is the MCP rendering. Faces catch
 ``VerlAsyncDapoError`` and show ``for_face(their face)`` (errors.py); anything else is a bug and propagates. The
 stdlib bases are the ones each class had before the tree existed, so ``except ValueError`` around a parser still
-catches what it caught. The classes are re-exported from the modules that raise them (``flow.FlowError``,
-``targets.base.TargetError``, ...), so either import works; new code imports from here, and no module needs to
-import a service just for one of these.
+catches what it caught. Every module imports them from here (one import path per name: the modules that raise them
+do not re-export them), so no module needs to import a service just for one of these.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.features import FeatureChoice, FeatureSet, parse_user_features
 from verl_async_dapo.launching import draft_spec, plan_with
+from verl_async_dapo.paths import config_dir
 from verl_async_dapo.policy import AttemptConfig, decide
-from verl_async_dapo.settings import TrainingSettings, config_dir, env_name, settings_with_values
+from verl_async_dapo.settings import TrainingSettings, env_name, settings_with_values
 
 if TYPE_CHECKING:
     from verl_async_dapo.context import AppContext
@@ -152,11 +153,10 @@ def plan_training(
     """The plan ``start_training`` would launch now with these parameters: the current session's answers where
     given (read only: nothing is stored, no secret is copied), what is still open listed under ``assumed``."""
     from verl_async_dapo.answers import ContainerAnswer, SwanlabAnswer
-    from verl_async_dapo.exceptions import UserInputError
+    from verl_async_dapo.exceptions import PlanError, UserInputError
     from verl_async_dapo.flow import Question
     from verl_async_dapo.launching import proxy_values_of, swanlab_config_of
     from verl_async_dapo.sessions import preconfigured_swanlab
-    from verl_async_dapo.verl import PlanError
 
     settings = settings_with_values(params)
     sid = session_id or ctx.store.current_session()

@@ -13,18 +13,19 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from verl_async_dapo.exceptions import NvidiaSmiError, TargetError, VersionError
 from verl_async_dapo.features import FeatureChoice
-from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
+from verl_async_dapo.memory import parse_gpu_csv
 from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
 from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.api import RayAuthError
 from verl_async_dapo.targets.ray.auth import RayTokenError
 from verl_async_dapo.targets.ray.resources import assess
 from verl_async_dapo.verl.profiles import profile_for_version
-from verl_async_dapo.verl.versions import VerlVersion, VersionError
+from verl_async_dapo.verl.versions import VerlVersion
 from verl_async_dapo.wording import Face, Say, Term, Text, flag, render, setting
 
 GIB = 1 << 30

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from verl_async_dapo.targets.base import Target, TargetError
+from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.targets.base import Target
 
 TRACKER = "latest_checkpointed_iteration.txt"
 # Checkpoint dirs probed before a relaunch: the save_freq multiples up to the last step seen (bounded).

@@ -22,11 +22,10 @@ from verl_async_dapo.answers import (
     normalise_proxy_value,
 )
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import UserInputError
-from verl_async_dapo.features import FeatureError, FeatureSet
+from verl_async_dapo.exceptions import FeatureError, FlowError, TargetError, UserInputError
+from verl_async_dapo.features import FeatureSet
 from verl_async_dapo.flow import (
     PROMPTS,
-    FlowError,
     Question,
     SessionState,
     check_answer_allowed,
@@ -38,7 +37,7 @@ from verl_async_dapo.flow import (
 )
 from verl_async_dapo.status import RunStatus
 from verl_async_dapo.targets import mounts
-from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
+from verl_async_dapo.targets.base import ContainerInfo, CreateSpec
 from verl_async_dapo.targets.registry import create_container, find_target_info
 from verl_async_dapo.targets.registry import list_targets as list_all_targets
 from verl_async_dapo.wording import Say, Term, flag, tool

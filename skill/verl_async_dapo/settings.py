@@ -15,13 +15,6 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from verl_async_dapo.exceptions import ParamError, describe_validation_error
 from verl_async_dapo.features import FeatureChoice, choice_from_env
-from verl_async_dapo.paths import (  # noqa: F401  (re-exported: they used to live here)
-    APP_NAME,
-    CONFIG_DIR_ENV,
-    STATE_DIR_ENV,
-    config_dir,
-    data_dir,
-)
 
 
 class Mode(str, Enum):

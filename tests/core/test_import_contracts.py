@@ -315,3 +315,65 @@ def test_type_checking_imports_close_no_cycle(package_copy: Path) -> None:
         assert import_cycles(Package(package_copy)) == []
     finally:
         path.write_text(original)
+
+
+# --- one import path per name ------------------------------------------------------------------------------------
+
+# A name imported from a module that only passes it on, kept on purpose: the faces may not import the targets, so
+# they take the container spec from the service that uses it.
+PASSED_ON = {(f"{PACKAGE}.sessions", "CreateSpec")}
+REPO = ROOT.parents[1]
+
+
+def _defined_and_imported(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
+    defined: set[str] = set()
+    imported: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+    for node in tree.body:  # module-level imports: what a module passes on
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PACKAGE):
+            imported.update({a.asname or a.name: node.module for a in node.names})
+    return defined, imported
+
+
+def passed_on_imports(pkg: Package, importers: list[Path]) -> list[str]:
+    """``from M import X`` where M does not define X but imports it from elsewhere: a second path to X. A package
+    may hand on its own submodules' names (its facade), never another package's."""
+    facts = {m: _defined_and_imported(t) for m, t in pkg.trees.items()}
+    found = []
+    for path in importers:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.module in pkg.modules and node.level == 0):
+                continue
+            defined, imported = facts[node.module]
+            for alias in node.names:
+                source = imported.get(alias.name)
+                if alias.name in defined or f"{node.module}.{alias.name}" in pkg.modules or source is None:
+                    continue
+                own_facade = pkg.modules[node.module].name == "__init__.py" and source.startswith(f"{node.module}.")
+                if not own_facade and (node.module, alias.name) not in PASSED_ON:
+                    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
+                    found.append(f"{where}:{node.lineno}: {alias.name} from {_ours(node.module)} "
+                                 f"(defined in {_ours(source)})")  # fmt: skip
+    return found
+
+
+def _importers() -> list[Path]:
+    return sorted(p for top in ("skill", "tests", "bench", "scripts") for p in (REPO / top).rglob("*.py")
+                  if ".venv" not in p.parts)  # fmt: skip
+
+
+def test_one_import_path_per_name() -> None:
+    found = passed_on_imports(THE_PACKAGE, _importers())
+    assert found == [], "import each name from the module that defines it:\n" + "\n".join(found)
+
+
+def test_a_planted_second_path_is_named(package_copy: Path, tmp_path: Path) -> None:
+    importer = tmp_path / "test_planted.py"
+    importer.write_text("from verl_async_dapo.runs.start import TrainingSettings\n"
+                        "from verl_async_dapo.verl import build_plan\n")  # fmt: skip
+    found = passed_on_imports(Package(package_copy), [importer])
+    assert len(found) == 1 and "TrainingSettings from runs.start (defined in settings)" in found[0], found

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.records import run_spec
-from verl_async_dapo.store import SCHEMA_VERSION, Store, StoreError
+from verl_async_dapo.exceptions import StoreError
+from verl_async_dapo.store import SCHEMA_VERSION, Store
 
 
 @pytest.fixture

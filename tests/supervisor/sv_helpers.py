@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 from docker.models.containers import Container
 
 from harness.fixtures import exec_argv
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, AttemptRow, RunRow, Store
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+from verl_async_dapo.store import AttemptRow, RunRow, Store
 
 T = TypeVar("T")
 

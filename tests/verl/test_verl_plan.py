@@ -12,9 +12,10 @@ from pydantic import SecretStr
 from verl_compose import make_request, make_settings, plan_for
 
 from verl_async_dapo.answers import proxy_env
+from verl_async_dapo.exceptions import PlanError, SecretLeakError
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.settings import Framework, Mode
-from verl_async_dapo.verl import LaunchPlan, PlanError, SecretLeakError, build_plan, override_diff
+from verl_async_dapo.verl import LaunchPlan, build_plan, override_diff
 from verl_async_dapo.verl.dapo import overlong_buffer_len, total_epochs
 from verl_async_dapo.verl.launch_env import BASE_ENV, looks_secret
 

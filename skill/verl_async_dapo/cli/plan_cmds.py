@@ -11,9 +11,9 @@ from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json, sc
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from verl_async_dapo.cli.params import training_params
+    from verl_async_dapo.exceptions import PlanError
     from verl_async_dapo.planning import plan_from_cli
     from verl_async_dapo.settings import param_hint
-    from verl_async_dapo.verl import PlanError
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,

@@ -14,6 +14,7 @@ import sys
 from verl_async_dapo import sessions
 from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.runs import StartResult, no_gpus_allowed, refuse_unplannable, start_training
 from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.wording import Face
@@ -60,7 +61,7 @@ async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> N
         await sessions.configure_swanlab(ctx, mode=args.swanlab_mode, session_id=sid)
         return
     if not sys.stdin.isatty():
-        raise sessions.UserInputError(
+        raise UserInputError(
             "SwanLab is not configured: set SWANLAB_HOST and SWANLAB_API_KEY (or SWANLAB_MODE=local / disabled), "
             "or pass --swanlab-mode local|disabled"
         )

@@ -51,10 +51,8 @@ from verl_async_dapo.runs.supervision import (
     run_known,
     spawn_supervisor,
 )
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 __all__ = [  # the names callers use as this module's attributes (moved, not renamed)
-    "ACTIVE_RUN_STATUSES",
     "ALLOW_NO_GPUS_ENV",
     "HEAL_WAIT_SECONDS",
     "LINK_WAIT_SECONDS",

@@ -8,11 +8,11 @@ from typing import Any
 from verl_async_dapo import policy
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
 from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
 from verl_async_dapo.runs.supervision import heal, resolve_run
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 

@@ -6,13 +6,13 @@ import time
 from typing import Any
 
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.logs.progress import parse_progress
-from verl_async_dapo.records import ProgressReport
+from verl_async_dapo.records import JobHandle, ProgressReport
 from verl_async_dapo.runs.supervision import heal, resolve_run
-from verl_async_dapo.status import AttemptStatus
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
-from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus
+from verl_async_dapo.store import RunRow
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import UserInputError
+from verl_async_dapo.exceptions import PlanError, StoreError, TargetError, UserInputError
 from verl_async_dapo.features import parse_user_features
 from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.launching import draft_spec, plan_for
@@ -23,10 +23,9 @@ from verl_async_dapo.runs.supervision import spawn_supervisor
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings, settings_with_values
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, StoreError, new_id
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+from verl_async_dapo.store import new_id
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import PlanError
 from verl_async_dapo.wording import Face, Say, Term, Text, either, render, tool
 
 LINK_WAIT_SECONDS = 3.0

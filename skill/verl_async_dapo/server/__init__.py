@@ -19,6 +19,7 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.server import models as wire
 from verl_async_dapo.server.app import (
     NotAsked,
@@ -361,4 +362,4 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
 
         serve_http(mcp, host=host, port=port)
         return
-    raise sessions.UserInputError(f"unknown transport {transport!r}: use stdio or http")
+    raise UserInputError(f"unknown transport {transport!r}: use stdio or http")

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
+from verl_async_dapo.exceptions import StoreError, TerminalStateError
 from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.status import (
@@ -33,7 +33,7 @@ from verl_async_dapo.status import (
 from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 from verl_async_dapo.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql
 
-__all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
+__all__ = ["AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "new_id"]
 
 
 @dataclass(frozen=True)

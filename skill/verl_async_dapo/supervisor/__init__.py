@@ -24,22 +24,23 @@ from verl_async_dapo import policy, resume_check
 from verl_async_dapo.attempt_log import ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
 from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.policy import BUDGET_OUTCOMES, AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
-from verl_async_dapo.records import AttemptConfigRecord, AttemptError, SupervisorDecision
+from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
 from verl_async_dapo.runspec import (
     RESUMED_REASON,
     relaunches_before,
     resume_pending,
 )
 from verl_async_dapo.status import AttemptStatus, RunStatus
-from verl_async_dapo.store import AttemptRow, StoreBusy
+from verl_async_dapo.store import AttemptRow
 from verl_async_dapo.supervisor.watch import PROGRESS_WRITE_SECONDS, AttemptWatching
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import LaunchPlan, PlanError, checkpoint_dir_for, override_diff
+from verl_async_dapo.verl import LaunchPlan, checkpoint_dir_for, override_diff
 from verl_async_dapo.watchman.hooks import Watchman
 from verl_async_dapo.watchman.stall import stall_decision
 

@@ -14,12 +14,13 @@ import anyio
 
 from verl_async_dapo.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.exceptions import StoreBusy, TargetError, TargetGone
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError
+from verl_async_dapo.records import AttemptError, JobHandle
 from verl_async_dapo.status import AttemptStatus
-from verl_async_dapo.store import AttemptRow, StoreBusy
-from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
+from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.targets.base import JobStatus
 
 log = logging.getLogger("verl_async_dapo.supervisor")
 

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_async_dapo.targets.base import (
-    HOST_TARGET_NAME,
-    ContainerInfo,
-    Target,
-    TargetKind,
-    TargetUnavailable,
-)
+from verl_async_dapo.exceptions import TargetUnavailable
+from verl_async_dapo.targets.base import HOST_TARGET_NAME, ContainerInfo, Target, TargetKind
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.clusters import is_ray_target

@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 import verl_async_dapo.verl.parallel as parallel
-from verl_async_dapo.exceptions import PlanError, SecretLeakError
+from verl_async_dapo.exceptions import EnvError, OverrideError, PlanError, SecretLeakError, VersionError
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings, check_name_text
 from verl_async_dapo.verl.dapo import WorkflowInput, build_workflow_overrides
 from verl_async_dapo.verl.feature_overrides import SequenceBudget, build_feature_overrides
-from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, EnvError, build_launch_env
-from verl_async_dapo.verl.overrides import Override, OverrideError, OverrideList
+from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, build_launch_env
+from verl_async_dapo.verl.overrides import Override, OverrideList
 from verl_async_dapo.verl.profiles import VersionProfile, profile_for_version
 from verl_async_dapo.verl.user_overrides import (
     CHECKPOINT_KEY,
@@ -33,7 +33,6 @@ from verl_async_dapo.verl.user_overrides import (
     parse_user_overrides,
     user_value,
 )
-from verl_async_dapo.verl.versions import VersionError
 
 SUPPORTED_ROLLOUTS = ("vllm", "sglang")
 

@@ -24,17 +24,8 @@ import docker.types
 import requests.exceptions
 from docker.models.containers import Container
 
-from verl_async_dapo.targets.base import (
-    CONTAINER_NAME_RE,
-    MANAGED_LABEL,
-    ContainerInfo,
-    CreateSpec,
-    InvalidTargetInput,
-    TargetError,
-    TargetGone,
-    TargetKind,
-    TargetUnavailable,
-)
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetGone, TargetUnavailable
+from verl_async_dapo.targets.base import CONTAINER_NAME_RE, MANAGED_LABEL, ContainerInfo, CreateSpec, TargetKind
 from verl_async_dapo.targets.mounts import refusal as mount_refusal
 from verl_async_dapo.untrusted import quoted
 
