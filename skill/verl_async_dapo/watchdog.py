@@ -31,7 +31,7 @@ def enabled(env: Mapping[str, str]) -> bool:
 def spawn(run_id: str, supervisor_pid: int) -> None:
     """Start the watchdog of the supervisor ``supervisor_pid`` (the caller), detached, with no stdio."""
     subprocess.Popen(
-        [sys.executable, "-m", "verl_async_dapo.watchdog", run_id, str(supervisor_pid)],
+        [sys.executable, "-m", __spec__.name, run_id, str(supervisor_pid)],  # this module, wherever it lives
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         close_fds=True,
     )  # fmt: skip
