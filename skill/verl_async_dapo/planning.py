@@ -16,8 +16,8 @@ from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.features import FeatureChoice, FeatureSet, parse_user_features
-from verl_async_dapo.launching import draft_spec, plan_with
 from verl_async_dapo.paths import config_dir
+from verl_async_dapo.plans.launching import draft_spec, plan_with
 from verl_async_dapo.policy import AttemptConfig, decide
 from verl_async_dapo.settings import TrainingSettings, env_name, settings_with_values
 
@@ -155,7 +155,7 @@ def plan_training(
     from verl_async_dapo.answers import ContainerAnswer, SwanlabAnswer
     from verl_async_dapo.exceptions import PlanError, UserInputError
     from verl_async_dapo.flow import Question
-    from verl_async_dapo.launching import proxy_values_of, swanlab_config_of
+    from verl_async_dapo.plans.launching import proxy_values_of, swanlab_config_of
     from verl_async_dapo.sessions import preconfigured_swanlab
 
     settings = settings_with_values(params)

@@ -193,7 +193,7 @@ def test_reward_function_parameters_are_checked() -> None:
 
 def test_a_rung_the_user_pinned_entirely_is_climbed_past() -> None:
     from verl_async_dapo.categories import ErrorCategory
-    from verl_async_dapo.launching import skip_pinned_rungs
+    from verl_async_dapo.plans.launching import skip_pinned_rungs
     from verl_async_dapo.policy import AttemptConfig, decide
 
     pins = tuple(f"{k}=False" for k in (f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",

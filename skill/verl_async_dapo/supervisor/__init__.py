@@ -25,8 +25,8 @@ from verl_async_dapo.attempt_log import ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
-from verl_async_dapo.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.plans.launching import plan_for, skip_pinned_rungs
 from verl_async_dapo.policy import BUDGET_OUTCOMES, AttemptConfig
 from verl_async_dapo.prelaunch import ValidationCache
 from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
