@@ -12,7 +12,7 @@ from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json, sc
 def cmd_plan(args: argparse.Namespace) -> int:
     from verl_async_dapo.cli.params import training_params
     from verl_async_dapo.exceptions import PlanError
-    from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.plans.planning import plan_from_cli
     from verl_async_dapo.settings import param_hint
 
     try:

@@ -17,10 +17,11 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.server.app import app_of, lazy_module, off_loop, service_errors, tool, visible
 
 if TYPE_CHECKING:
-    from verl_async_dapo import planning, runs
+    from verl_async_dapo import runs
+    from verl_async_dapo.plans import planning
 else:
     runs = lazy_module("verl_async_dapo.runs")
-    planning = lazy_module("verl_async_dapo.planning")
+    planning = lazy_module("verl_async_dapo.plans.planning")
 
 
 @tool("Start training", read_only=False, idempotent=False, open_world=True)
