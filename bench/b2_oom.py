@@ -177,7 +177,8 @@ class Span:
 
 def _instrument(spans: list[Span]) -> Callable[[], None]:
     """Wrap the supervisor's collaborators so every call records a wall-clock span; returns an undo function."""
-    from verl_async_dapo import prelaunch, supervisor
+    from verl_async_dapo import supervisor
+    from verl_async_dapo.plans import prelaunch
     from verl_async_dapo.targets import docker as docker_target
 
     depth = {"n": 0}

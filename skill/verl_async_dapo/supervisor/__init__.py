@@ -27,8 +27,8 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.plans.launching import plan_for, skip_pinned_rungs
+from verl_async_dapo.plans.prelaunch import ValidationCache
 from verl_async_dapo.policy import BUDGET_OUTCOMES, AttemptConfig
-from verl_async_dapo.prelaunch import ValidationCache
 from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
 from verl_async_dapo.runspec import (
     RESUMED_REASON,
