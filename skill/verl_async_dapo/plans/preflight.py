@@ -17,7 +17,7 @@ from verl_async_dapo.exceptions import NvidiaSmiError, TargetError, VersionError
 from verl_async_dapo.features import FeatureChoice
 from verl_async_dapo.memory import parse_gpu_csv
 from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
-from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
+from verl_async_dapo.plans.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
 from verl_async_dapo.targets.ray import RayTarget

@@ -17,8 +17,8 @@ from verl_async_dapo.flow import Question, check_start_allowed
 from verl_async_dapo.plans.launching import draft_spec, plan_for
 from verl_async_dapo.plans.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 from verl_async_dapo.plans.preflight import PreflightReport, detect_verl_version, run_preflight
+from verl_async_dapo.plans.preflight_memory import MemoryFix
 from verl_async_dapo.plans.prelaunch import validate_overrides
-from verl_async_dapo.preflight_memory import MemoryFix
 from verl_async_dapo.runs.supervision import spawn_supervisor
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
