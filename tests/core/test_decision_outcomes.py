@@ -12,8 +12,8 @@ from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.policy import BUDGET_OUTCOMES, AttemptConfig, Outcome, decide
 from verl_async_dapo.records import AttemptConfigRecord, SupervisorDecision
-from verl_async_dapo.resume_check import verify
 from verl_async_dapo.store import Store
+from verl_async_dapo.supervisor.resume_check import verify
 from verl_async_dapo.watchman.stall import stall_decision
 
 ROOT = Path(__file__).resolve().parents[2] / "skill" / "verl_async_dapo"

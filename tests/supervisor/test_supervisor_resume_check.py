@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 from sv_helpers import TRACKER, Cli, checkpoint_dir
 
-from verl_async_dapo.resume_check import ResumeVerdict, inspect, verify
+from verl_async_dapo.supervisor.resume_check import ResumeVerdict, inspect, verify
 from verl_async_dapo.targets.registry import get_target
 
 

@@ -20,7 +20,8 @@ import time
 
 import anyio
 
-from verl_async_dapo import policy, resume_check
+import verl_async_dapo.supervisor.resume_check as resume_check
+from verl_async_dapo import policy
 from verl_async_dapo.attempt_log import ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
