@@ -234,8 +234,9 @@ def _instrument(spans: list[Span]) -> Callable[[], None]:
 
 def profile_supervisor(state: State, container: Container) -> list[dict[str, Any]]:
     """One OOM run with the supervisor in this process and its calls timed; a breakdown per relaunch."""
-    from verl_async_dapo import run_lock, runs, supervisor
+    from verl_async_dapo import runs, supervisor
     from verl_async_dapo.cli import quickstart
+    from verl_async_dapo.supervisor import run_lock
 
     spans: list[Span] = []
     restore = _instrument(spans)

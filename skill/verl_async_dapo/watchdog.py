@@ -59,8 +59,8 @@ def watch(run_id: str, supervisor_pid: int) -> int:
         time.sleep(POLL_SECONDS)
     from verl_async_dapo.context import AppContext
     from verl_async_dapo.exceptions import StoreBusy
-    from verl_async_dapo.run_lock import supervisor_alive
     from verl_async_dapo.runs.supervision import heal
+    from verl_async_dapo.supervisor.run_lock import supervisor_alive
 
     ctx = AppContext.from_environment()
     for _ in range(HEAL_TRIES):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.records import run_spec
-from verl_async_dapo import flow, run_lock, runs, sessions
+from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 from verl_async_dapo.records import (
@@ -28,6 +28,7 @@ from verl_async_dapo.records import (
     SupervisorDecision,
 )
 from verl_async_dapo.settings import settings_with_values
+from verl_async_dapo.supervisor import run_lock
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 

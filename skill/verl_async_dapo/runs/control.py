@@ -10,10 +10,10 @@ import anyio
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError, UserInputError
 from verl_async_dapo.formats import iso_time
-from verl_async_dapo.run_lock import supervisor_alive
 from verl_async_dapo.runs.supervision import heal, resolve_run, spawn_supervisor
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, RUN_INITIAL, RUN_REOPENABLE, AttemptStatus, RunStatus
 from verl_async_dapo.store import RunRow
+from verl_async_dapo.supervisor.run_lock import supervisor_alive
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.wording import Say, Term
 

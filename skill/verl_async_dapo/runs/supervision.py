@@ -10,9 +10,9 @@ import time
 
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import StoreBusy, UserInputError
-from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, RunStatus
 from verl_async_dapo.store import RunRow
+from verl_async_dapo.supervisor.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.wording import Say, Term, tool
 
 logger = logging.getLogger(__name__)
