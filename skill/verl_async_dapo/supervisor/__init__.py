@@ -22,7 +22,6 @@ import anyio
 
 import verl_async_dapo.supervisor.resume_check as resume_check
 from verl_async_dapo import policy
-from verl_async_dapo.attempt_log import ProgressWriter
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
@@ -38,6 +37,7 @@ from verl_async_dapo.runspec import (
 )
 from verl_async_dapo.status import AttemptStatus, RunStatus
 from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.supervisor.attempt_log import ProgressWriter
 from verl_async_dapo.supervisor.watch import PROGRESS_WRITE_SECONDS, AttemptWatching
 from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.registry import get_target

@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.exceptions import StoreBusy, TargetError, TargetGone
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, window_text
@@ -20,6 +19,7 @@ from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.records import AttemptError, JobHandle
 from verl_async_dapo.status import AttemptStatus
 from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.supervisor.attempt_log import AttemptLog, attempt_error
 from verl_async_dapo.targets.base import JobStatus
 
 log = logging.getLogger("verl_async_dapo.supervisor")
