@@ -97,6 +97,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
-    from verl_async_dapo.supervise import main
+    from verl_async_dapo.supervisor.supervise import main
 
     return main(args.run_id)
