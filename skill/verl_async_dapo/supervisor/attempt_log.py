@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import verl_async_dapo.supervisor.resume_check as resume_check
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
@@ -24,7 +25,6 @@ from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.records import AttemptError, JobHandle
-from verl_async_dapo.supervisor import resume_check
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, Target
 
 READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
