@@ -177,7 +177,8 @@ class Span:
 
 def _instrument(spans: list[Span]) -> Callable[[], None]:
     """Wrap the supervisor's collaborators so every call records a wall-clock span; returns an undo function."""
-    from verl_async_dapo import prelaunch, supervisor
+    from verl_async_dapo import supervisor
+    from verl_async_dapo.plans import prelaunch
     from verl_async_dapo.targets import docker as docker_target
 
     depth = {"n": 0}
@@ -233,8 +234,9 @@ def _instrument(spans: list[Span]) -> Callable[[], None]:
 
 def profile_supervisor(state: State, container: Container) -> list[dict[str, Any]]:
     """One OOM run with the supervisor in this process and its calls timed; a breakdown per relaunch."""
-    from verl_async_dapo import run_lock, runs, supervisor
+    from verl_async_dapo import runs, supervisor
     from verl_async_dapo.cli import quickstart
+    from verl_async_dapo.supervisor import run_lock
 
     spans: list[Span] = []
     restore = _instrument(spans)

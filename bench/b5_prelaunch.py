@@ -38,7 +38,7 @@ def _plan(state: common.State) -> dict:
 
 
 def run(image: str, reps: int = 5) -> PrelaunchBench:
-    from verl_async_dapo.prelaunch import validate_overrides
+    from verl_async_dapo.plans.prelaunch import validate_overrides
     from verl_async_dapo.targets.docker import DockerTarget
 
     bench = PrelaunchBench()

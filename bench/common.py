@@ -305,7 +305,7 @@ def supervisor_pid(state: State, run_id: str) -> int | None:
 
 def kill_supervisor(state: State, run_id: str) -> None:
     """End the run's detached supervisor (started by our `start`) by its pid and wait until its lock is free."""
-    from verl_async_dapo.run_lock import supervisor_alive
+    from verl_async_dapo.supervisor.run_lock import supervisor_alive
 
     pid = supervisor_pid(state, run_id)
     if pid is not None:

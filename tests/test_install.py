@@ -60,7 +60,8 @@ def test_the_built_wheel_installs_and_serves(tmp_path: Path) -> None:
 def test_the_serve_banner_names_the_command_as_it_can_be_typed(tmp_path: Path) -> None:
     """Issue 28: right after the installer, ~/.local/bin is often not on PATH; the banner's `claude mcp add … serve`
     then names the full path (a bare name would not start), and the bare name when PATH finds this same command."""
-    from verl_async_dapo.cli import invoked_as, serve_banner
+    from verl_async_dapo.cli import serve_banner
+    from verl_async_dapo.cli.common import invoked_as
 
     bin_dir = tmp_path / ".local" / "bin"
     bin_dir.mkdir(parents=True)

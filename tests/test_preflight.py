@@ -16,11 +16,12 @@ import pytest
 from docker.models.containers import Container
 
 from harness.standin_files import DATA_NAMES, MODEL_FILES, parquet_bytes
-from verl_async_dapo import preflight
-from verl_async_dapo.preflight import CheckStatus, PreflightReport, run_preflight
-from verl_async_dapo.prelaunch import validate_overrides
+from verl_async_dapo.exceptions import InvalidTargetInput
+from verl_async_dapo.plans import preflight
+from verl_async_dapo.plans.preflight import CheckStatus, PreflightReport, run_preflight
+from verl_async_dapo.plans.prelaunch import validate_overrides
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.targets.base import InvalidTargetInput, Target
+from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.docker import DockerTarget
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.wording import Face

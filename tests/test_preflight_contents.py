@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.standin_files import parquet_bytes, write_data, write_model
-from verl_async_dapo.preflight import CheckStatus, run_preflight
-from verl_async_dapo.preflight_files import judge_model_dir, judge_parquet
+from verl_async_dapo.plans.preflight import CheckStatus, run_preflight
+from verl_async_dapo.plans.preflight_files import judge_model_dir, judge_parquet
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.wording import Face

@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.preflight import CheckStatus, run_preflight
-from verl_async_dapo.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, VANILLA_KEY, megatron_findings, parse_probe
+from verl_async_dapo.plans.preflight import CheckStatus, run_preflight
+from verl_async_dapo.plans.preflight_megatron import (
+    ENGINE_CONFIG,
+    PROBE_SCRIPT,
+    VANILLA_KEY,
+    megatron_findings,
+    parse_probe,
+)
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.wording import Face, render

@@ -11,25 +11,15 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
+from verl_async_dapo.exceptions import VerlAsyncDapoError, describe_validation_error
 from verl_async_dapo.wording import Face
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """One line per problem, named by field; pydantic's "Value error, " noise removed."""
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"])
-        message = str(error["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {message}" if where else message)
-    return "; ".join(parts)
 
 
 def user_facing_error(exc: BaseException, face: Face = Face.MCP) -> str | None:
     """The actionable message for an expected failure, in the words of ``face``; None for an unexpected one.
 
     A refused run parameter (``exc.params``) is named as that face's caller passes it (settings.param_hint)."""
-    from verl_async_dapo.exceptions import VerlAsyncDapoError
-    from verl_async_dapo.settings import param_hint
+    from verl_async_dapo.settings import param_hint  # settings imports pydantic-settings: only when needed
 
     # Every exception of the tree says what to do (naming tools/arguments or commands/flags, as the face asks)
     # and never holds a secret value (exceptions.py).

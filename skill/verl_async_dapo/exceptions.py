@@ -28,7 +28,8 @@
     └── StateError                      (a RuntimeError) our own state cannot be used
         ├── StoreError                  the state DB (disk full, unreadable file, a newer schema)
         │   └── StoreBusy               another process holds its lock longer than we wait: retry later
-        ├── TerminalStateError          a run or attempt that has ended cannot change its status again
+        ├── IllegalTransitionError      a status change status.py's transition table does not allow
+        │   └── TerminalStateError      a run or attempt that has ended cannot change its status again
         └── SecretStoreError            a secret could not be stored or read
             ├── SecretNotFoundError     (also a KeyError)
             └── InsecureFileError
@@ -37,14 +38,29 @@ A message may be a ``wording.Say`` that names tools and arguments for an agent, 
 ``for_face`` renders it for the face that shows it, and ``str()`` is the MCP rendering. Faces catch
 ``VerlAsyncDapoError`` and show ``for_face(their face)`` (errors.py); anything else is a bug and propagates. The
 stdlib bases are the ones each class had before the tree existed, so ``except ValueError`` around a parser still
-catches what it caught. The classes are re-exported from the modules that raise them (``flow.FlowError``,
-``targets.base.TargetError``, ...), so either import works; new code imports from here, and no module needs to
-import a service just for one of these.
+catches what it caught. Every module imports them from here (one import path per name: the modules that raise them
+do not re-export them), so no module needs to import a service just for one of these.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from verl_async_dapo.wording import Face, Say, Text
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem, named by field; pydantic's "Value error, " noise removed. Here, below settings and
+    errors.py, because both word a refused value with it (settings: a ParamError; errors.py: any face's)."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 class VerlAsyncDapoError(Exception):
@@ -184,9 +200,13 @@ class StoreBusy(StoreError):
     """Another process holds the state store's lock longer than we wait; a retry later may succeed."""
 
 
-class TerminalStateError(StateError):
-    """A run or attempt that reached a terminal status cannot change it (status.py). Not a StoreError: retrying
+class IllegalTransitionError(StateError):
+    """A run or attempt status change that status.py's transition table does not allow. Not a StoreError: retrying
     the write can never succeed, so nothing may treat it as a transient failure of the store."""
+
+
+class TerminalStateError(IllegalTransitionError):
+    """A run or attempt that reached a terminal status cannot change it (status.py)."""
 
 
 class SecretStoreError(StateError):

@@ -12,6 +12,7 @@ with suggestions, like every non-OOM failure. At most ``max_retries`` relaunches
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from verl_async_dapo.categories import CATEGORY_INFO, CategoryInfo, ErrorCategory
 from verl_async_dapo.features import GPU_OOM_LADDER, Feature, FeatureSet
@@ -55,14 +56,37 @@ class AttemptConfig:
     tweaks: MemoryTweaks = field(default_factory=MemoryTweaks)
 
 
+class Outcome(str, Enum):
+    """What the supervisor decided after a failed attempt: stored with the decision (records.SupervisorDecision),
+    so what follows (the budget notice, check_errors) reads the outcome, never the reason's words."""
+
+    RELAUNCH = "relaunch"
+    BUDGET_EXHAUSTED = "budget_exhausted"  # the run's one relaunch budget (MAX_OOM_RETRIES, OOM and stalls) is spent
+    GPU_HOURS_CAP = "gpu_hours_cap"  # VAD_MAX_GPU_HOURS is used up
+    LADDER_EXHAUSTED = "ladder_exhausted"  # every memory-saving step is already applied
+    GIVE_UP = "give_up"  # not a failure a relaunch fixes (not an OOM; a stall left as it is)
+    ENDED_WELL = "ended_well"  # no exit status kept, but the attempt's own evidence says it finished: nothing to do
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# A relaunch budget ran out (the retries or the GPU hours): the supervisor's relaunch_budget_exhausted notice.
+BUDGET_OUTCOMES = frozenset({Outcome.BUDGET_EXHAUSTED, Outcome.GPU_HOURS_CAP})
+
+
 @dataclass(frozen=True)
 class Decision:
-    relaunch: bool
+    outcome: Outcome
     reason: str
     next_config: AttemptConfig | None = None
     # What changed for the next attempt, in words ("+offload", "rollout util 0.6 → 0.5").
     changes: tuple[str, ...] = ()
     suggestions: tuple[str, ...] = ()
+
+    @property
+    def relaunch(self) -> bool:
+        return self.outcome is Outcome.RELAUNCH
 
 
 def decide(
@@ -84,11 +108,11 @@ def decide(
     if kind == TARGET_GONE:
         return Decision(False, f"{TARGET_GONE}: {TARGET_GONE_INFO.explanation}", suggestions=(TARGET_GONE_INFO.fix,))
     if cat not in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
-        return Decision(False, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
+        return Decision(Outcome.GIVE_UP, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
     tips = _suggestions(cat, current, kind)
     if relaunches_so_far >= max_retries:
         return Decision(
-            False,
+            Outcome.BUDGET_EXHAUSTED,
             f"{cat.value} again after {relaunches_so_far} relaunch(es); MAX_OOM_RETRIES={max_retries} reached",
             suggestions=tips,
         )
@@ -98,9 +122,9 @@ def decide(
         else rollout_oom_step(current, base_gpu_memory_utilization, kind, evidence, gpu_used_share)
     )
     if step is None:
-        return Decision(False, f"{cat.value}: every memory-saving step is already applied", suggestions=tips)
+        return Decision(Outcome.LADDER_EXHAUSTED, f"{cat.value}: every memory-saving step is already applied", suggestions=tips)
     next_config, changes = step
-    return Decision(True, f"{cat.value}: relaunching with {', '.join(changes)}", next_config, changes)
+    return Decision(Outcome.RELAUNCH, f"{cat.value}: relaunching with {', '.join(changes)}", next_config, changes)
 
 
 def _gpu_oom_step(current: AttemptConfig) -> tuple[AttemptConfig, tuple[str, ...]] | None:

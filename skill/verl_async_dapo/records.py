@@ -11,6 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from verl_async_dapo.answers import FeaturesAnswer
+from verl_async_dapo.features import Feature, FeatureSet
+from verl_async_dapo.policy import AttemptConfig, MemoryTweaks, Outcome
+
 
 @dataclass(frozen=True)
 class JobHandle:
@@ -21,6 +25,57 @@ class JobHandle:
     job_dir: str  # holds pgid, rc, started
     log_path: str
     exec_id: str | None = None  # docker exec id while the daemon remembers it
+
+
+class AttemptConfigRecord(BaseModel):
+    """An attempt's configuration as stored on it (``AttemptRow.config``): the feature set and memory tweaks that
+    recovery changes (``attempt_config()`` / ``of()`` convert to and from policy.AttemptConfig), the features in
+    force, and the plan's value sources and notes. The store serialises the fields that were set, so the stored JSON
+    keeps its shape; keys this record does not name are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    explicit_enabled: list[str] = []
+    explicit_disabled: list[str] = []
+    oom_appended: list[str] = []  # in the order the OOM ladder appended them
+    effective: list[str] = []  # as computed when the attempt was recorded
+    tweaks: dict[str, Any] = {}  # policy.MemoryTweaks.describe()
+    override_sources: dict[str, str] = {}  # Hydra key → recipe / feature / oom_ladder / user
+    plan_notes: list[str] = []
+
+    @classmethod
+    def of(cls, config: AttemptConfig, *, override_sources: dict[str, str] | None = None,
+           plan_notes: list[str] | None = None) -> AttemptConfigRecord:  # fmt: skip
+        explicit = config.features.explicit
+        plan: dict[str, Any] = {}  # set only when given: an attempt whose plan failed records none (the stored shape)
+        if override_sources is not None:
+            plan["override_sources"] = override_sources
+        if plan_notes is not None:
+            plan["plan_notes"] = plan_notes
+        return cls(
+            explicit_enabled=sorted(f.value for f in explicit.enabled),
+            explicit_disabled=sorted(f.value for f in explicit.disabled),
+            oom_appended=[f.value for f in config.features.oom_appended],
+            effective=[f.value for f in config.features.effective],
+            tweaks=config.tweaks.describe(),
+            **plan,
+        )
+
+    def attempt_config(self) -> AttemptConfig:
+        """The config recovery works on; tweaks missing from an old row take their defaults."""
+        explicit = FeaturesAnswer(enabled=tuple(self.explicit_enabled), disabled=tuple(self.explicit_disabled)).choice()
+        tweaks = self.tweaks
+        return AttemptConfig(
+            features=FeatureSet(explicit=explicit, oom_appended=tuple(Feature(n) for n in self.oom_appended)),
+            tweaks=MemoryTweaks(
+                rollout_gpu_memory_utilization=tweaks.get("rollout_gpu_memory_utilization"),
+                rollout_enforce_eager=bool(tweaks.get("rollout_enforce_eager", False)),
+                token_budget_scale=float(tweaks.get("token_budget_scale", 1.0)),
+                rollout_util_floor=tweaks.get("rollout_util_floor"),
+                rollout_util_ceiling=tweaks.get("rollout_util_ceiling"),
+                rollout_max_num_seqs=tweaks.get("rollout_max_num_seqs"),
+            ),
+        )
 
 
 class AttemptErrors(BaseModel):
@@ -89,6 +144,7 @@ class SupervisorDecision(BaseModel):
     that were set, so a decision read back and re-stored keeps its shape)."""
 
     relaunch: bool | None = None  # None: no decision was taken (a stopped attempt whose run the user resumed)
+    outcome: Outcome | None = None  # None: no decision, or one stored before outcomes were (read: relaunch above)
     reason: str | None = None
     changes: list[str] = []  # what the next attempt changes (features, OOM ladder rungs)
     suggestions: list[str] = []  # for the user, when it gave up

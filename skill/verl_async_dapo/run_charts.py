@@ -14,10 +14,11 @@ import anyio
 
 from verl_async_dapo.charts import AttemptSeries, render_png
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.series import METRICS_LINE_GREP, parse_series
 from verl_async_dapo.runs import resolve_run
 from verl_async_dapo.store import AttemptRow
-from verl_async_dapo.targets.base import Target, TargetError
+from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.registry import get_target
 
 CHART_TAIL_BYTES = 8 << 20

@@ -1,4 +1,4 @@
-"""What a run is frozen to when training starts, and how attempt configs are stored.
+"""What a run is frozen to when training starts, and how attempts count against the relaunch budget.
 
 The run spec is written once (answers + parameters + detected verl version) and never
 changes; every attempt derives its launch plan from it plus its own feature set and memory
@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer
-from verl_async_dapo.features import Feature, FeatureSet
-from verl_async_dapo.policy import AttemptConfig, MemoryTweaks
+from verl_async_dapo.features import FeatureSet
+from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.status import AttemptStatus
 
@@ -47,36 +47,6 @@ class RunSpec(BaseModel):
 
     def first_attempt_config(self) -> AttemptConfig:
         return AttemptConfig(features=FeatureSet(explicit=self.features.choice()))
-
-
-def attempt_config_to_dict(config: AttemptConfig) -> dict[str, Any]:
-    explicit = config.features.explicit
-    return {
-        "explicit_enabled": sorted(f.value for f in explicit.enabled),
-        "explicit_disabled": sorted(f.value for f in explicit.disabled),
-        "oom_appended": [f.value for f in config.features.oom_appended],
-        "effective": [f.value for f in config.features.effective],
-        "tweaks": config.tweaks.describe(),
-    }
-
-
-def attempt_config_from_dict(data: dict[str, Any]) -> AttemptConfig:
-    features = FeaturesAnswer(enabled=tuple(data["explicit_enabled"]), disabled=tuple(data["explicit_disabled"]))
-    feature_set = FeatureSet(
-        explicit=features.choice(), oom_appended=tuple(Feature(name) for name in data["oom_appended"])
-    )
-    tweaks = data.get("tweaks", {})
-    return AttemptConfig(
-        features=feature_set,
-        tweaks=MemoryTweaks(
-            rollout_gpu_memory_utilization=tweaks.get("rollout_gpu_memory_utilization"),
-            rollout_enforce_eager=bool(tweaks.get("rollout_enforce_eager", False)),
-            token_budget_scale=float(tweaks.get("token_budget_scale", 1.0)),
-            rollout_util_floor=tweaks.get("rollout_util_floor"),
-            rollout_util_ceiling=tweaks.get("rollout_util_ceiling"),
-            rollout_max_num_seqs=tweaks.get("rollout_max_num_seqs"),
-        ),
-    )
 
 
 # An attempt started by resume_run carries this reason; the OOM retry budget counts from it.

@@ -28,11 +28,10 @@ from verl_async_dapo.container_review import (
     creation_review,
 )
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import UserInputError
-from verl_async_dapo.features import FeatureError, FeatureSet
+from verl_async_dapo.exceptions import FeatureError, FlowError, TargetError, UserInputError
+from verl_async_dapo.features import FeatureSet
 from verl_async_dapo.flow import (
     PROMPTS,
-    FlowError,
     Question,
     SessionState,
     check_answer_allowed,
@@ -42,7 +41,8 @@ from verl_async_dapo.flow import (
     swanlab_asked,
     swanlab_key_wanted,
 )
-from verl_async_dapo.targets.base import ContainerInfo, CreateSpec, TargetError
+from verl_async_dapo.status import RunStatus
+from verl_async_dapo.targets.base import ContainerInfo, CreateSpec
 from verl_async_dapo.targets.registry import create_container, find_target_info
 from verl_async_dapo.targets.registry import list_targets as list_all_targets
 from verl_async_dapo.wording import Say, Term, flag, tool
@@ -69,12 +69,12 @@ class SessionView(BaseModel):
 
 
 RUN_TO_SESSION_STATE = {
-    "starting": SessionState.RUNNING,
-    "running": SessionState.RUNNING,
-    "retrying": SessionState.RUNNING,
-    "succeeded": SessionState.SUCCEEDED,
-    "failed": SessionState.FAILED,
-    "stopped": SessionState.STOPPED,
+    RunStatus.STARTING: SessionState.RUNNING,
+    RunStatus.RUNNING: SessionState.RUNNING,
+    RunStatus.RETRYING: SessionState.RUNNING,
+    RunStatus.SUCCEEDED: SessionState.SUCCEEDED,
+    RunStatus.FAILED: SessionState.FAILED,
+    RunStatus.STOPPED: SessionState.STOPPED,
 }
 
 
@@ -148,7 +148,7 @@ def _current_attempt(ctx: AppContext, run_id: str | None) -> dict[str, Any]:
         return {}
     last = attempts[-1]
     return {"run_attempt": last.n, "run_overrides": list(last.overrides),
-            "run_override_sources": dict(last.config.get("override_sources", {}))}  # fmt: skip
+            "run_override_sources": dict(last.config.override_sources)}  # fmt: skip
 
 
 def _latest_run_id(ctx: AppContext) -> str | None:
@@ -189,6 +189,16 @@ def swanlab_key_form_wanted(ctx: AppContext, mode: str | None, host: str | None,
     """Whether configure_swanlab should ask the user for the key now: a cloud setting without a key
     (flow.swanlab_key_wanted) while the question may be answered."""
     return swanlab_key_wanted(mode, host, api_key) and swanlab_question_open(ctx)
+
+
+def new_session(ctx: AppContext) -> str:
+    """A new session for the question flow (the CLI's quick start answers it in one go)."""
+    return ctx.store.create_session()
+
+
+def abandon_session(ctx: AppContext, session_id: str) -> None:
+    """Give up a session that started nothing, so it never becomes the "current" one an agent picks up."""
+    ctx.store.abandon_session(session_id)
 
 
 def _session_for(ctx: AppContext, question: Question, session_id: str | None = None) -> str:

@@ -13,15 +13,8 @@ from typing import Annotated, Any
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from verl_async_dapo.exceptions import ParamError
+from verl_async_dapo.exceptions import ParamError, describe_validation_error
 from verl_async_dapo.features import FeatureChoice, choice_from_env
-from verl_async_dapo.paths import (  # noqa: F401  (re-exported: they used to live here)
-    APP_NAME,
-    CONFIG_DIR_ENV,
-    STATE_DIR_ENV,
-    config_dir,
-    data_dir,
-)
 
 
 class Mode(str, Enum):
@@ -244,8 +237,6 @@ def env_name(field: str) -> str:
 def settings_with_values(values: dict[str, Any]) -> TrainingSettings:
     """The environment's parameters with the caller's explicit values (by field name) on top, validated together."""
     from pydantic import ValidationError
-
-    from verl_async_dapo.errors import describe_validation_error
 
     clean = {k: v for k, v in values.items() if v is not None}
     try:

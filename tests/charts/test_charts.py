@@ -11,10 +11,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from harness.records import run_spec
 from verl_async_dapo import cli
 from verl_async_dapo.charts import AttemptSeries, render_png
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.series import parse_series
+from verl_async_dapo.records import AttemptConfigRecord
 from verl_async_dapo.run_charts import progress_chart
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -66,9 +68,9 @@ def test_progress_chart_greps_each_attempts_log_in_the_target(tmp_path: Path, mo
     app = AppContext.from_environment()
     try:
         sid = app.store.create_session()
-        run_id = app.store.create_run(sid, "host", {})
+        run_id = app.store.create_run(sid, "host", run_spec("host"))
         for n, log in ((1, HEALTHY), (2, RELAUNCH)):
-            app.store.add_attempt(run_id, n, config={}, overrides=[], override_diff=[], reason="test")
+            app.store.add_attempt(run_id, n, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="test")
             job = {"target": "host", "job_dir": str(tmp_path / f"job{n}"), "log_path": str(log)}
             app.store.update_attempt(run_id, n, status="succeeded", job=job,
                                      decision={"changes": ["rollout util 0.6 → 0.5"]} if n == 1 else None)
@@ -82,8 +84,8 @@ def test_progress_chart_greps_each_attempts_log_in_the_target(tmp_path: Path, mo
         empty_log = tmp_path / "empty.log"
         empty_log.write_text("no metrics yet\n")
         sid2 = app.store.create_session()
-        run2 = app.store.create_run(sid2, "host", {})
-        app.store.add_attempt(run2, 1, config={}, overrides=[], override_diff=[], reason="test")
+        run2 = app.store.create_run(sid2, "host", run_spec("host"))
+        app.store.add_attempt(run2, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="test")
         app.store.update_attempt(run2, 1, status="failed", job={"target": "host", "job_dir": str(tmp_path / "j"),
                                                                  "log_path": str(empty_log)})  # fmt: skip
         app.store.update_run(run2, status="failed")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.records import run_spec
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.formats import from_whole_line, iso_time
 
@@ -36,7 +37,7 @@ def _ctx(env: dict[str, str]) -> AppContext:
 
 def _run(ctx: AppContext, target: str, status: str, *, took: float | None = None) -> str:
     sid = ctx.store.create_session()
-    run_id = ctx.store.create_run(sid, target, {"target": target})
+    run_id = ctx.store.create_run(sid, target, run_spec(target))
     fields: dict[str, object] = {"status": status}
     if took is not None:
         fields["ended_at"] = ctx.store.run(run_id).created_at + took  # type: ignore[union-attr]

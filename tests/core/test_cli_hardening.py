@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.records import run_spec
 from verl_async_dapo.store import Store
 
 CLI = [sys.executable, "-m", "verl_async_dapo"]
@@ -80,7 +81,7 @@ def _closed_pipe() -> int:
 @pytest.mark.parametrize("command", [["plan", "--json"], ["status"], ["runs", "--json"]])
 def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path, command: list[str]) -> None:
     store = Store(tmp_path / "state" / "state.db")
-    run_id = store.create_run(store.create_session(), "host", {})
+    run_id = store.create_run(store.create_session(), "host", run_spec("host"))
     store.update_run(run_id, status="succeeded", progress={"step": 6, "total_steps": 6}, ended_at=time.time())
     store.close()
     write_end = _closed_pipe()

@@ -60,11 +60,7 @@ def test_the_branches() -> None:
 
 
 def test_the_old_import_paths_name_the_same_classes() -> None:
-    from verl_async_dapo.flow import FlowError
-    from verl_async_dapo.sessions import UserInputError
-    from verl_async_dapo.store import StoreError
-    from verl_async_dapo.targets.base import TargetError
-    from verl_async_dapo.verl import PlanError
+    from verl_async_dapo.exceptions import FlowError, PlanError, StoreError, TargetError, UserInputError
 
     assert (FlowError, UserInputError, StoreError, TargetError, PlanError) == (
         exc.FlowError, exc.UserInputError, exc.StoreError, exc.TargetError, exc.PlanError,

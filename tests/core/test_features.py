@@ -7,12 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.exceptions import FeatureError
 from verl_async_dapo.features import (
     DEFAULT_FEATURES,
     FEATURE_ORDER,
     Feature,
     FeatureChoice,
-    FeatureError,
     FeatureSet,
     choice_from_env,
     parse_bool,

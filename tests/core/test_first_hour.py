@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo import policy, run_lock, runs
+from verl_async_dapo import policy, runs
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.errors import user_facing_error
 from verl_async_dapo.exceptions import SwanlabConfigError, UserInputError
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.policy import AttemptConfig, MemoryTweaks
+from verl_async_dapo.supervisor import run_lock
 from verl_async_dapo.swanlab.values import check_key_text
 from verl_async_dapo.wording import Face
 

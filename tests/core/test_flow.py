@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from verl_async_dapo.exceptions import FlowError
 from verl_async_dapo.flow import (
     QUESTION_ORDER,
-    FlowError,
     Question,
     SessionState,
     check_answer_allowed,

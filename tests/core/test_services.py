@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo import flow, run_lock, runs, sessions
+from harness.records import run_spec
+from verl_async_dapo import flow, runs, sessions
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 from verl_async_dapo.records import (
+    AttemptConfigRecord,
     AttemptError,
     AttemptErrors,
     ErrorReport,
@@ -25,7 +27,8 @@ from verl_async_dapo.records import (
     ProgressReport,
     SupervisorDecision,
 )
-from verl_async_dapo.targets import base as targets_base
+from verl_async_dapo.settings import settings_with_values
+from verl_async_dapo.supervisor import run_lock
 
 PROXY_PASSWORD = "pw-canary-7f3e91"
 
@@ -150,8 +153,8 @@ def test_check_errors_masks_the_secrets_the_context_holds_for_both_faces(tmp_pat
     # masks it, so the CLI's `errors` shows what the MCP tool shows.
     key = "swk-canary-5d1e0b77"
     ctx = AppContext(home=tmp_path / "state", config_home=tmp_path / "config", env={"SWANLAB_API_KEY": key})
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
-    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="first")
     ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, error={
         "category": "tracking", "kind": "swanlab_auth", "line": 3, "excerpt": f"swanlab.login(key) failed: {key} rejected"})
     ctx.store.end_run(run_id, "failed", final_reason=f"SwanLab refused the key {key}")
@@ -162,12 +165,12 @@ def test_check_errors_masks_the_secrets_the_context_holds_for_both_faces(tmp_pat
 
 
 async def test_check_errors_returns_a_typed_report_that_the_faces_render(ctx: AppContext) -> None:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
-    ctx.store.add_attempt(run_id, 1, config={"effective": ["offload"]}, overrides=["a=1"], override_diff=[],
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(effective=["offload"]), overrides=["a=1"], override_diff=[],
                           reason="first")  # fmt: skip
     ctx.store.end_attempt(run_id, 1, "failed", exit_code=1, decision={"reason": "relaunched", "changes": ["b=2"]},
                           error={"category": "gpu_oom", "kind": "torch_cuda_oom", "line": 9, "excerpt": "OOM"})
-    ctx.store.add_attempt(run_id, 2, config={}, overrides=[], override_diff=["b=2"], reason="after OOM")
+    ctx.store.add_attempt(run_id, 2, config=AttemptConfigRecord(), overrides=[], override_diff=["b=2"], reason="after OOM")
     with _supervised(ctx, run_id):
         report = await runs.check_errors_live(ctx, run_id)
     assert isinstance(report, ErrorReport) and all(isinstance(a, AttemptErrors) for a in report.attempts)
@@ -182,18 +185,18 @@ async def test_check_errors_returns_a_typed_report_that_the_faces_render(ctx: Ap
 
 
 async def test_the_quick_start_refuses_an_unplannable_run_through_the_run_service(ctx: AppContext) -> None:
-    settings = runs.settings_with(ctx, {"rollout_tp": 2, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    settings = settings_with_values({"rollout_tp": 2, "rollout_gpus": 3, "mode": "one_step_off_policy"})
     with pytest.raises(UserInputError, match=r"^invalid training parameters: ROLLOUT_TP=2 must divide") as refused:
         await runs.refuse_unplannable("host", settings, None, skip_preflight=True, allow_no_gpus=True)
     assert "rollout_tp" in refused.value.params  # the face names its argument or flag
     assert ctx.store.current_session() is None and runs.list_runs(ctx) == []
-    planned = runs.settings_with(ctx, {"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
+    planned = settings_with_values({"rollout_tp": 1, "rollout_gpus": 3, "mode": "one_step_off_policy"})
     await runs.refuse_unplannable("host", planned, None, skip_preflight=True, allow_no_gpus=True)  # plans: no refusal
 
 
 def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_set(ctx: AppContext) -> None:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
-    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="first")
     decided = SupervisorDecision(relaunch=True, reason="gpu_oom: add offload", changes=["+offload"], suggestions=[])
     ctx.store.end_attempt(run_id, 1, "failed", decision=decided)
     (attempt,) = ctx.store.attempts(run_id)
@@ -213,8 +216,8 @@ def test_a_supervisor_decision_is_a_record_the_store_serialises_with_the_fields_
 
 
 def test_an_attempts_error_is_a_record_the_store_serialises_with_the_fields_set(ctx: AppContext) -> None:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
-    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="first")
     # As attempt_log.attempt_error writes a classified OOM: a key the record does not name (gpu_used_share) stays.
     error = AttemptError(category="gpu_oom", kind="torch_cuda_oom", line=1041, excerpt="CUDA out of memory",
                          phase="actor_rollout_update_actor", gpu_used_share=0.88)  # fmt: skip
@@ -225,7 +228,7 @@ def test_an_attempts_error_is_a_record_the_store_serialises_with_the_fields_set(
                              "gpu_used_share": 0.88}  # the stored JSON: the fields that were set  # fmt: skip
     assert attempt.attempt_error == error and attempt.attempt_error.model_extra == {"gpu_used_share": 0.88}
     # One the supervisor words itself sets no phase: the stored JSON has none either.
-    ctx.store.add_attempt(run_id, 2, config={}, overrides=[], override_diff=[], reason="second")
+    ctx.store.add_attempt(run_id, 2, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="second")
     ctx.store.end_attempt(run_id, 2, "rejected", error=AttemptError(category="config_error", kind="plan_error",
                                                                    excerpt="bad", line=None))  # fmt: skip
     assert ctx.store.attempts(run_id)[1].error == {"category": "config_error", "kind": "plan_error", "excerpt": "bad",
@@ -236,8 +239,8 @@ def test_an_attempts_error_is_a_record_the_store_serialises_with_the_fields_set(
 
 
 async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_stored(ctx: AppContext) -> None:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {})
-    ctx.store.add_attempt(run_id, 1, config={"effective": ["flash_attn"]}, overrides=[], override_diff=[], reason="1")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(effective=["flash_attn"]), overrides=[], override_diff=[], reason="1")
     ctx.store.update_attempt(run_id, 1, status="succeeded", exit_code=0)
     snapshot = {"attempt": 1, "step": 5, "total_steps": 20, "eta_seconds": 120, "seconds_per_step": 8.5,
                 "metrics": {"critic/score/mean": 0.25, "training/global_step": 5}, "phase": "training"}  # fmt: skip
@@ -253,15 +256,14 @@ async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_
 
 
 def test_a_job_handle_is_a_record_the_store_serialises(ctx: AppContext, tmp_path: Path) -> None:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {})
-    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="first")
     assert ctx.store.attempts(run_id)[0].handle is None  # not started yet
     handle = JobHandle(target="host", job_dir=str(tmp_path / "a1"), log_path=str(tmp_path / "a1" / "train.log"))
     ctx.store.update_attempt(run_id, 1, status="running", job=handle)
     (attempt,) = ctx.store.attempts(run_id)
     assert attempt.job == {"target": "host", "job_dir": handle.job_dir, "log_path": handle.log_path, "exec_id": None}
     assert isinstance(attempt.handle, JobHandle) and attempt.handle == handle
-    assert targets_base.JobHandle is JobHandle  # the targets' name for it is the same record
 
 
 async def test_start_before_the_questions_are_answered_is_refused_and_creates_no_run(ctx: AppContext) -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from verl_async_dapo.exceptions import StallConfigError
 from verl_async_dapo.watchman import budget, evidence
-from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker, stall_decision
+from verl_async_dapo.watchman.stall import StallSettings, StallTracker, stall_decision
 from verl_async_dapo.watchman.view import stall_state
 
 S = StallSettings(factor=5.0, min_seconds=60.0, startup_seconds=600.0)

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.store import SCHEMA_VERSION, Store, StoreError
+from harness.records import run_spec
+from verl_async_dapo.exceptions import StoreError
+from verl_async_dapo.store import SCHEMA_VERSION, Store
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def test_answers_revise_and_freeze(store: Store) -> None:
     assert store.set_answer(sid, "container", {"name": "a"}) == 1
     assert store.set_answer(sid, "container", {"name": "b"}) == 2
     assert store.answers(sid) == {"container": {"name": "b"}}
-    store.create_run(sid, "b", {"x": 1})
+    store.create_run(sid, "b", run_spec("b"))
     with pytest.raises(StoreError, match="frozen"):
         store.set_answer(sid, "proxy", {})
     assert store.answers(sid) == {"container": {"name": "b"}}  # refused change left nothing behind
@@ -44,14 +46,14 @@ def test_answers_revise_and_freeze(store: Store) -> None:
 
 def test_one_run_per_session(store: Store) -> None:
     sid = store.create_session()
-    store.create_run(sid, "t", {})
+    store.create_run(sid, "t", run_spec("t"))
     with pytest.raises(StoreError, match="already started"):
-        store.create_run(sid, "t", {})
+        store.create_run(sid, "t", run_spec("t"))
 
 
 def test_current_session_is_latest_unfinished(store: Store) -> None:
     first = store.create_session()
-    run = store.create_run(first, "t", {})
+    run = store.create_run(first, "t", run_spec("t"))
     assert store.current_session() == first  # running counts as unfinished
     second = store.create_session()
     assert store.current_session() == second
@@ -177,6 +179,55 @@ def test_migration_from_schema_1_keeps_data_and_abandons_cleanly(tmp_path: Path)
 
 def test_abandon_is_a_no_op_once_a_run_exists(store: Store) -> None:
     sid = store.create_session()
-    store.create_run(sid, "t", {})
+    store.create_run(sid, "t", run_spec("t"))
     store.abandon_session(sid)
     assert store.current_session() == sid  # the running session stays current
+
+
+# --- typed rows: the store owns the one codec, and the stored JSON keeps its shape ----------------------------------
+
+# An attempt config as the untyped code wrote it (runspec.attempt_config_to_dict of attempt 2 after a GPU OOM, plus
+# the plan's sources and notes; keys sorted as _dumps writes them): existing DBs must still read, and a typed write
+# must give the same JSON.
+OLD_CONFIG_JSON = (
+    '{"effective": ["flash_attn", "dynamic_batch", "remove_padding", "gradient_checkpointing", "offload"], '
+    '"explicit_disabled": [], "explicit_enabled": [], "oom_appended": '
+    '["offload"], "override_sources": {"actor_rollout_ref.actor.fsdp_config.param_offload": "oom_ladder"}, '
+    '"plan_notes": [], "tweaks": {"rollout_enforce_eager": false, "rollout_gpu_memory_utilization": null, '
+    '"rollout_max_num_seqs": null, "rollout_util_ceiling": null, "rollout_util_floor": null, '
+    '"token_budget_scale": 1.0}}'
+)
+
+
+def test_rows_are_typed_records_and_the_stored_json_keeps_its_shape(store: Store) -> None:
+    import json
+
+    from verl_async_dapo.features import Feature
+    from verl_async_dapo.records import AttemptConfigRecord
+    from verl_async_dapo.runspec import RunSpec
+
+    spec = run_spec("host", train_steps=6)
+    run_id = store.create_run(store.create_session(), "host", spec)
+    with store.transaction() as conn:  # an attempt row as the untyped store wrote it
+        conn.execute("INSERT INTO attempts (run_id, n, status, config, overrides, override_diff, reason, started_at) "
+                     "VALUES (?, 1, 'launching', ?, '[]', '[]', 'first', 0)", (run_id, OLD_CONFIG_JSON))  # fmt: skip
+    row = store.run(run_id)
+    attempt = store.attempts(run_id)[0]
+    assert isinstance(row.spec, RunSpec) and row.spec == spec and row.spec.training_settings().train_steps == 6
+    assert isinstance(attempt.config, AttemptConfigRecord)
+    assert attempt.config.attempt_config().features.oom_appended == (Feature.OFFLOAD,)
+    assert attempt.config.override_sources == {"actor_rollout_ref.actor.fsdp_config.param_offload": "oom_ladder"}
+
+    store.add_attempt(run_id, 2, config=AttemptConfigRecord.of(attempt.config.attempt_config(),
+                                                              override_sources=dict(attempt.config.override_sources),
+                                                              plan_notes=[]),
+                      overrides=[], override_diff=[], reason="again")  # fmt: skip
+    stored = dict(store._query("SELECT n, config FROM attempts WHERE run_id=?", (run_id,)))
+    assert json.loads(stored[2]) == json.loads(OLD_CONFIG_JSON)  # the same shape as before
+    (spec_json,) = store._query("SELECT spec FROM runs WHERE id=?", (run_id,))[0]
+    assert json.loads(spec_json) == spec.model_dump(mode="json")
+    # An attempt whose plan failed records only the config: no plan keys appear that were never set.
+    store.add_attempt(run_id, 3, config=AttemptConfigRecord.of(attempt.config.attempt_config()), overrides=[],
+                      override_diff=[], reason="x")  # fmt: skip
+    third = json.loads(store._query("SELECT config FROM attempts WHERE run_id=? AND n=3", (run_id,))[0][0])
+    assert "override_sources" not in third and "plan_notes" not in third

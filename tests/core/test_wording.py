@@ -8,8 +8,8 @@ from pathlib import Path
 
 from verl_async_dapo import cli
 from verl_async_dapo.errors import user_facing_error
-from verl_async_dapo.flow import FlowError, Question, SessionState, check_answer_allowed
-from verl_async_dapo.sessions import UserInputError
+from verl_async_dapo.exceptions import FlowError, UserInputError
+from verl_async_dapo.flow import Question, SessionState, check_answer_allowed
 from verl_async_dapo.wording import ARG_FLAGS, TOOL_COMMANDS, Face, Say, flag, setting, tool
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "mcp" / "snapshots" / "tools.json"

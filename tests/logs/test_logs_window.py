@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verl_async_dapo.attempt_log import attempt_error
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
 from verl_async_dapo.redact import redact
+from verl_async_dapo.supervisor.attempt_log import attempt_error
 from verl_async_dapo.targets.host import HostTarget
 
 CORPUS = Path(__file__).parent / "corpus"

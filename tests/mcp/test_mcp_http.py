@@ -19,7 +19,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from harness.http_server import free_port, generated_token, serve_argv
 from harness.http_server import http_server as harness_http_server
 from mcp import Client
-from verl_async_dapo.server.http import ServeConfigError, http_settings
+from verl_async_dapo.exceptions import ServeConfigError
+from verl_async_dapo.server.http import http_settings
 
 TOKEN = "test-token-0123456789-abcdefghij"
 WILDCARD = "0.0.0.0"  # noqa: S104 - the address under test (the server must refuse it)

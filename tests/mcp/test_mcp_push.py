@@ -13,6 +13,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import LoggingMessageNotificationParams, ResourceUpdatedNotification
 from mcp_helpers import ok
 
+from harness.records import run_spec
 from mcp import Client
 from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
@@ -21,7 +22,7 @@ from verl_async_dapo.store import Store
 def _run(home: Path) -> tuple[Store, str]:
     store = Store(home / "state.db")
     sid = store.create_session()
-    return store, store.create_run(sid, "jins", {"target": "jins"})
+    return store, store.create_run(sid, "jins", run_spec("jins"))
 
 
 async def test_a_modern_client_hears_of_a_failure_over_listen() -> None:

@@ -22,7 +22,7 @@ from mcp_helpers import answer_first_three, ok, refused, result_text, stop_activ
 
 from harness.standin_files import parquet_bytes, write_model
 from mcp import Client
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 
 FINAL = {"succeeded", "failed", "stopped"}
 ACTIVE = set(ACTIVE_RUN_STATUSES)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from verl_async_dapo.memory import EstimateInput, ModelShape, ShapeError, estimate_from_settings, estimate_memory
+from verl_async_dapo.exceptions import ShapeError
+from verl_async_dapo.memory import EstimateInput, ModelShape, estimate_from_settings, estimate_memory
 from verl_async_dapo.memory.estimate import propose_features
 from verl_async_dapo.settings import TrainingSettings
 

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.memory import (
-    ComputeApp,
-    GpuMemory,
-    ModelShape,
-    NvidiaSmiError,
-    check_fit,
-    parse_apps_csv,
-    parse_gpu_csv,
-)
+from verl_async_dapo.exceptions import NvidiaSmiError
+from verl_async_dapo.memory import ComputeApp, GpuMemory, ModelShape, check_fit, parse_apps_csv, parse_gpu_csv
 from verl_async_dapo.memory.estimate import EstimateInput, estimate_memory
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,8 +15,8 @@ import pytest
 from notify_services import CANARY_SECRET, Services
 
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import NotifyConfigError
 from verl_async_dapo.notify import config as cfg
-from verl_async_dapo.notify.config import NotifyConfigError
 from verl_async_dapo.notify.service import configure
 
 

@@ -8,6 +8,7 @@ import anyio
 import pytest
 from notify_services import CANARY_SECRET, Services
 
+from harness.records import run_spec
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.notify import outbox as outbox_mod
 from verl_async_dapo.notify.outbox import Outbox
@@ -16,7 +17,7 @@ from verl_async_dapo.notify.service import configure
 
 def _run(app: AppContext) -> str:
     sid = app.store.create_session()
-    return app.store.create_run(sid, "jins", {"target": "jins"})
+    return app.store.create_run(sid, "jins", run_spec("jins"))
 
 
 def _drain(box: Outbox, rounds: int = 20) -> None:

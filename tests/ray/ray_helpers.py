@@ -17,7 +17,8 @@ import pytest
 from harness.standin_files import parquet_bytes, write_model
 from verl_async_dapo import runs
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+from verl_async_dapo.store import RunRow
 from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient
 
 FINAL = {"succeeded", "failed", "stopped"}

@@ -68,7 +68,7 @@ def test_an_oom_is_resubmitted_with_offload_and_resumes_from_the_checkpoint(
 
     first, second = attempts(run_id)
     assert first.status == "failed" and first.error["category"] == "gpu_oom", describe(run_id)
-    assert second.status == "succeeded" and "offload" in second.config["effective"]
+    assert second.status == "succeeded" and "offload" in second.config.effective
     assert "resuming from step 2" in second.reason  # checkpoints at steps 1 and 2; the OOM hit step 3
     assert "actor_rollout_ref.actor.fsdp_config.param_offload: False → True" in second.override_diff
     for attempt in (first, second):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.targets.base import InvalidTargetInput, TargetError
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
 from verl_async_dapo.targets.ray import RayTarget, _check_no_secret_in, exit_code_of, submission_id_for
 from verl_async_dapo.targets.ray.api import JobInfo, RayJobsClient, auth_error_message
 from verl_async_dapo.targets.ray.auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, RayTokenError, find_token

@@ -15,7 +15,8 @@ import pytest
 from ray_head import RayHead, free_ports
 from ray_helpers import control, jobs_under, probe_jobs, standin_argv
 
-from verl_async_dapo.targets.base import TargetError, TargetKind, TargetUnavailable
+from verl_async_dapo.exceptions import TargetError, TargetUnavailable
+from verl_async_dapo.targets.base import TargetKind
 from verl_async_dapo.targets.ray import RayTarget, submission_id_for
 from verl_async_dapo.targets.ray.api import RayJobsClient
 from verl_async_dapo.targets.registry import find_target_info, get_target, list_targets

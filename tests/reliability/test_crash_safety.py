@@ -225,7 +225,7 @@ def check_lane(lane: Lane, mine: list[Scenario]) -> dict[str, int]:
             assert attempts[-1].status == "succeeded", explain(lane, run_id)
             failed = [a for a in attempts[:-1] if a.status != "abandoned"]
             if sc.oom:
-                assert "offload" in attempts[-1].config["effective"], explain(lane, run_id)
+                assert "offload" in attempts[-1].config.effective, explain(lane, run_id)
                 assert [a.error["category"] for a in failed if a.error] == ["gpu_oom"] * len(failed), explain(
                     lane, run_id
                 )

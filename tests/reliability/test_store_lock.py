@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 from rel_helpers import record, result_text
 
+from harness.records import run_spec
 from mcp import Client
 from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
@@ -63,7 +64,7 @@ def _seed(home: Path) -> str:
     sid = store.create_session()
     store.set_answer(sid, "container", {"name": "host", "kind": "host", "created": False, "allow_shared_gpus": False})
     other = store.create_session()
-    run_id = store.create_run(other, "host", {})
+    run_id = store.create_run(other, "host", run_spec("host"))
     store.update_run(run_id, status="succeeded", progress={"step": 3, "total_steps": 10}, ended_at=time.time())
     store.close()
     return sid

@@ -114,7 +114,7 @@ def test_run_one_step_off_policy_uses_the_gpu_split(scripts: ScriptRunner, prepa
         attempts = store.attempts(run_id)
     finally:
         store.close()
-    assert run is not None and run.spec["settings"]["mode"] == "one_step_off_policy"
+    assert run is not None and run.spec.settings["mode"] == "one_step_off_policy"
     assert len(attempts) == 1
     overrides = attempts[0].overrides
     for expected in ("trainer.n_gpus_per_node=2", "rollout.n_gpus_per_node=1", "trainer.nnodes=1", "rollout.nnodes=1"):

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from verl_async_dapo import slurm_options as so
-from verl_async_dapo.attempt_log import scheduler_outcome
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.exceptions import ParamError
 from verl_async_dapo.logs import phases
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.settings import settings_with_values
+from verl_async_dapo.supervisor.attempt_log import scheduler_outcome
 from verl_async_dapo.targets.slurm import script, states
 from verl_async_dapo.watchman.stall import StallSettings, StallTracker
 
@@ -187,7 +187,7 @@ def test_records_round_trip_the_way_bash_reads_them(tmp_path: Path) -> None:
 
 
 def _plan_overrides(target_kind: str, **values: object) -> list[str]:
-    from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
+    from verl_async_dapo.plans.planning import DEFAULT_PLAN_VERSION, features_answer, preview
 
     s = settings_with_values(values)
     plan = preview(settings=s, sources={}, features=features_answer(s.feature_choice()), proxy_values={},

@@ -16,7 +16,7 @@ import pytest
 
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.preflight import run_preflight
+from verl_async_dapo.plans.preflight import run_preflight
 from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.slurm_options import SlurmOptions
 from verl_async_dapo.targets.base import JobHandle

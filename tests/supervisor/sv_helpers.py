@@ -26,7 +26,8 @@ from docker.models.containers import Container
 
 from harness.fixtures import exec_argv
 from harness.standin_files import parquet_bytes, put_tree, write_model
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, AttemptRow, RunRow, Store
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+from verl_async_dapo.store import AttemptRow, RunRow, Store
 
 T = TypeVar("T")
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import anyio
 
+from harness.records import run_spec
 from verl_async_dapo.cli.status_view import render_errors
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.records import AttemptConfigRecord
 from verl_async_dapo.runs import check_errors_live
 
 CORPUS = Path(__file__).parents[1] / "logs" / "corpus"
@@ -22,8 +24,8 @@ def _run_with_log(tmp_path: Path, log_text: str) -> tuple[AppContext, str]:
     log.parent.mkdir()
     log.write_text(log_text, encoding="utf-8")
     session = ctx.store.create_session()
-    run_id = ctx.store.create_run(session, "host", {})
-    ctx.store.add_attempt(run_id, 1, config={"effective": []}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(session, "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(effective=[]), overrides=[], override_diff=[], reason="first")
     job = {"target": "host", "job_dir": str(log.parent), "log_path": str(log)}
     ctx.store.update_attempt(run_id, 1, status="succeeded", job=job, exit_code=0)
     # Not an active status: check_errors must not start a supervisor for it.

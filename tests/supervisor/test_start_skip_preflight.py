@@ -17,7 +17,7 @@ def test_skip_preflight_still_reads_the_verl_version(cli: Cli, host_verl_tree: P
     started = cli.start("host", "--skip-preflight")
     assert started["verl_version"] == "0.9.1"
     assert started["preflight"] == []  # nothing was checked
-    assert cli.run_row(started["run_id"]).spec["verl_version"] == "0.9.1"
+    assert cli.run_row(started["run_id"]).spec.verl_version == "0.9.1"
     assert cli.wait_final(started["run_id"])["status"] == "succeeded", cli.explain(started["run_id"])
 
 

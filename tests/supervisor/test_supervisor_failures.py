@@ -51,7 +51,7 @@ def test_stale_override_is_rejected_before_launch(cli: Cli, verl_docker: Contain
     assert attempt.job is None and attempt.ended_at is not None
 
     # Nothing ran: no job dir, no log, no trainer, no train.log link.
-    run_dir = cli.run_row(run_id).spec["run_dir"]
+    run_dir = cli.run_row(run_id).spec.run_dir
     assert not exists(verl_docker, f"{run_dir}/attempt-1")
     assert not exists(verl_docker, f"{CONTAINER_HOME}/train.log")
     assert trainers(verl_docker) == [] and not any("vad-launch" in p.args for p in processes(verl_docker))

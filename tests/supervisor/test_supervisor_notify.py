@@ -159,6 +159,10 @@ def test_a_supervisor_killed_with_a_pending_notification_neither_loses_nor_repea
     write_control(verl_docker, {"fail": "config", "step_seconds": STEP_S})
     run_id = cli.start(verl_docker.name)["run_id"]
     wait_until(lambda: hook.of("webhook") or None, "the first delivery attempt", 60, lambda: cli.explain(run_id))
+    # The hook answering 503 is not yet the supervisor recording it: wait for the recorded try, not the request
+    # (killed in between, the row still said tries=0 under load).
+    wait_until(lambda: [r.tries for r in cli.store.outbox_rows(run_id)] == [1] or None, "the failed try recorded", 30,
+               lambda: cli.explain(run_id))  # fmt: skip
     pid = cli.run_row(run_id).supervisor_pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)  # ... and its supervisor dies before the retry

@@ -56,7 +56,7 @@ def test_gpu_oom_appends_offload_and_resumes_from_the_checkpoint(cli: Cli, verl_
 
     # The store: one row per attempt with features, diff, reason, exit code, start/end and its own log.
     a1, a2 = cli.attempts(run_id)
-    assert a1.config["oom_appended"] == [] and a2.config["oom_appended"] == ["offload"]
+    assert a1.config.oom_appended == [] and a2.config.oom_appended == ["offload"]
     assert a1.override_diff == [] and a2.override_diff == second["override_diff"]
     assert (a1.exit_code, a2.exit_code) == (first["exit_code"], 0)
     assert a1.started_at <= a1.ended_at <= a2.started_at <= a2.ended_at  # type: ignore[operator]
@@ -108,7 +108,7 @@ def test_second_gpu_oom_appends_recompute(cli: Cli, verl_docker: Container) -> N
     assert third["features"][-2:] == ["offload", "recompute"]
     assert "actor_rollout_ref.model.enable_activation_offload: False → True" in third["override_diff"]
     assert not any("param_offload" in line for line in third["override_diff"])  # offload was already on
-    assert [a.config["oom_appended"] for a in cli.attempts(run_id)] == [[], ["offload"], ["offload", "recompute"]]
+    assert [a.config.oom_appended for a in cli.attempts(run_id)] == [[], ["offload"], ["offload", "recompute"]]
 
 
 def test_oom_past_the_limit_fails_with_suggestions_and_stops_relaunching(cli: Cli, verl_docker: Container) -> None:
@@ -133,7 +133,7 @@ def test_oom_past_the_limit_fails_with_suggestions_and_stops_relaunching(cli: Cl
     assert again["status"] == "failed" and again["attempt"] == 2
     assert len(cli.attempts(run_id)) == 2
     assert trainers(verl_docker) == []
-    assert not exists(verl_docker, f"{cli.run_row(run_id).spec['run_dir']}/attempt-3")
+    assert not exists(verl_docker, f"{cli.run_row(run_id).spec.run_dir}/attempt-3")
 
 
 def test_host_oom_fails_without_adding_offload(cli: Cli, verl_docker: Container) -> None:
@@ -149,4 +149,4 @@ def test_host_oom_fails_without_adding_offload(cli: Cli, verl_docker: Container)
     assert (only["category"], only["changes_next_attempt"]) == ("host_oom", [])
     assert "ray.exceptions.OutOfMemoryError" in only["excerpt"] or "low on memory" in only["excerpt"]
     (attempt,) = cli.attempts(run_id)
-    assert attempt.config["oom_appended"] == [] and attempt.decision and attempt.decision["relaunch"] is False
+    assert attempt.config.oom_appended == [] and attempt.decision and attempt.decision["relaunch"] is False

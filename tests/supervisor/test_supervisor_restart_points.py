@@ -18,6 +18,8 @@ import time
 from docker.models.containers import Container
 from sv_helpers import RUN_DEADLINE_S, Cli, launchers, proc_alive, sh, trainers, wait_until, write_control
 
+from verl_async_dapo.status import AttemptStatus
+
 STEP_S = 0.5  # the stand-in's first steps take seconds: the supervisor is killed well before any of them
 
 
@@ -68,7 +70,7 @@ def test_started_between_a_failed_attempt_and_the_next_it_relaunches_and_watches
     first, second = cli.attempts(run_id)
     assert first.status == "failed" and first.decision is not None and first.decision["changes"] == ["+offload"]
     assert second.status == "succeeded" and second.exit_code == 0
-    assert second.config["oom_appended"] == ["offload"]
+    assert second.config.oom_appended == ["offload"]
     assert second.reason == "gpu_oom: relaunching with +offload; resuming from step 2"
     assert [e.kind for e in cli.store.events(run_id)].count("oom_recovery") == 1
 
@@ -85,8 +87,12 @@ def test_started_after_an_attempt_was_abandoned_it_launches_it_again_without_usi
     assert pids, "no job to kill"
     sh(verl_docker, 'kill -9 "$@"', *pids)
     wait_until(lambda: not launchers(verl_docker) and not trainers(verl_docker), "the job to be gone", 15)
-    # What the killed supervisor had recorded when it died right after abandoning the attempt.
-    cli.store.update_attempt(run_id, 1, status="abandoned", ended_at=time.time())
+    # What a killed supervisor leaves when it died right after abandoning the attempt. Written into the DB directly:
+    # the store refuses running → abandoned (status.py: only an attempt still launching is abandoned), and the
+    # state under test is the abandoned row, not how this one got there.
+    with cli.store.transaction() as conn:
+        conn.execute("UPDATE attempts SET status=?, ended_at=? WHERE run_id=? AND n=1",
+                     (AttemptStatus.ABANDONED.value, time.time(), run_id))  # fmt: skip
 
     _supervise_to_the_end(cli, run_id)
     first, second = cli.attempts(run_id)

@@ -13,7 +13,7 @@ import anyio
 from sv_helpers import TRACKER, Cli, checkpoint_dir
 
 from harness.standin_files import parquet_bytes, write_model
-from verl_async_dapo.resume_check import inspect, verify
+from verl_async_dapo.supervisor.resume_check import ResumeVerdict, inspect, verify
 from verl_async_dapo.targets.registry import get_target
 
 
@@ -58,9 +58,11 @@ def test_inspect_reads_the_tracker_and_the_saved_steps(tmp_path: Path) -> None:
 def test_verify_compares_what_verl_printed_with_what_was_saved() -> None:
     expected = {"saved_steps": [2, 4], "expected_step": 4}
     assert verify(expected, {}) is None  # verl has not said yet
-    assert verify(expected, {"resumed_from_step": 4}) == "resumed from step 4 as expected"
-    assert verify(expected, {"training_from_scratch": True}) == "resumed from 0: 4 steps lost (global_step_4 was saved)"
-    assert verify(expected, {"resumed_from_step": 3}) == "resumed from 3: 1 step lost (global_step_4 was saved)"
+    assert verify(expected, {"resumed_from_step": 4}) == ResumeVerdict("resumed from step 4 as expected", 0)
+    assert verify(expected, {"training_from_scratch": True}) == ResumeVerdict(
+        "resumed from 0: 4 steps lost (global_step_4 was saved)", 4)
+    assert verify(expected, {"resumed_from_step": 3}) == ResumeVerdict(
+        "resumed from 3: 1 step lost (global_step_4 was saved)", 1)
     assert verify(None, {"training_from_scratch": True}) is None  # attempt 1: nothing to compare with
     assert verify({"saved_steps": [], "expected_step": 0}, {"training_from_scratch": True}) is None
 

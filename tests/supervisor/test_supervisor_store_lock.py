@@ -69,7 +69,7 @@ def test_a_lock_longer_than_the_old_timeout_with_an_oom_inside_it(cli: Cli, host
     first, second = cli.attempts(run_id)[:2]
     assert first.error is not None and first.error["category"] == "gpu_oom", cli.explain(run_id)
     assert second.reason.endswith("resuming from step 4"), second.reason
-    assert "offload" in second.config["effective"]
+    assert "offload" in second.config.effective
     assert not [e for e in cli.store.events(run_id) if e.kind == "supervisor_restarted"], "a client had to heal it"
     log = (cli.home / "runs" / run_id / "supervisor.log").read_text()
     assert "state store busy" in log or "not saved" in log, "the lock was never met: the test proves nothing"

@@ -72,7 +72,7 @@ def test_one_step_off_policy_keeps_its_gpu_split_through_a_relaunch(cli: Cli, ve
         assert {key: override_value(attempt, key) for key in split} == split, f"attempt {attempt.n}"
     a1, a2 = cli.attempts(run_id)
     assert not any("n_gpus_per_node" in line for line in a2.override_diff)  # same world size: resumable
-    assert a2.config["oom_appended"] == ["offload"]
+    assert a2.config.oom_appended == ["offload"]
     assert a1.job is not None and a2.job is not None
     assert "CUDA out of memory" in cat(verl_docker, a1.job["log_path"])
     assert "(OneStepTaskRunner pid=" in cat(verl_docker, a2.job["log_path"])

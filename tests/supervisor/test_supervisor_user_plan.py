@@ -26,7 +26,7 @@ def test_plan_shows_exactly_what_start_launches(cli: Cli, verl_docker: Container
     previewed = [o.replace(plan["run_id"], run_id) for o in plan["overrides"]]
     assert attempt.overrides == previewed
     assert override_value(attempt, LR) == "2e-6" and override_value(attempt, "trainer.save_freq") == "3"
-    assert attempt.config["override_sources"] == plan["sources"]
+    assert attempt.config.override_sources == plan["sources"]
     assert plan["sources"][LR] == "user" and plan["sources"]["trainer.save_freq"] == "recipe"
     assert plan["settings_sources"]["save_freq"] == "argument"
     assert plan["settings_sources"]["train_steps"] == "environment"  # TRAIN_STEPS=6 in the test env
@@ -45,11 +45,11 @@ def test_user_overrides_stay_on_every_attempt_and_the_ladder_leaves_pinned_keys(
         assert override_value(attempt, LR) == "2e-6"
         assert override_value(attempt, REF_OFFLOAD) == "False"
         assert override_value(attempt, "data.train_batch_size") == "16"
-        assert attempt.config["override_sources"][REF_OFFLOAD] == "user"
+        assert attempt.config.override_sources[REF_OFFLOAD] == "user"
     # +offload turned the actor's offload on (that is what got past the OOM) but not the key the user pinned.
     assert override_value(a2, "actor_rollout_ref.actor.fsdp_config.param_offload") == "True"
-    assert a2.config["override_sources"]["actor_rollout_ref.actor.fsdp_config.param_offload"] == "oom_ladder"
-    assert f"OOM recovery would set {REF_OFFLOAD}=True; kept your False" in a2.config["plan_notes"]
+    assert a2.config.override_sources["actor_rollout_ref.actor.fsdp_config.param_offload"] == "oom_ladder"
+    assert f"OOM recovery would set {REF_OFFLOAD}=True; kept your False" in a2.config.plan_notes
     assert all(REF_OFFLOAD not in line for line in a2.override_diff)
     report = cli.errors(run_id)
     second = report["attempts"][1]
@@ -129,6 +129,6 @@ def test_a_rung_the_user_pinned_entirely_is_skipped_without_spending_a_retry(cli
     a1, a2 = cli.attempts(run_id)
     assert a1.decision and a1.decision["changes"] == ["+recompute"]
     assert "skipped +offload: your overrides pin every key it changes" in a1.decision["reason"]
-    assert "recompute" in a2.config["effective"]
+    assert "recompute" in a2.config.effective
     for pin in pins:
         assert pin in a2.overrides

@@ -39,7 +39,7 @@ def test_a_killed_supervisor_is_restarted_by_its_watchdog_and_recovers_an_oom(cl
     assert row.status == "succeeded", cli.explain(run_id)
     assert [a.status for a in attempts] == ["failed", "succeeded"], cli.explain(run_id)
     assert attempts[0].error is not None and attempts[0].error["category"] == "gpu_oom"
-    assert "offload" in attempts[1].config.get("effective", [])
+    assert "offload" in attempts[1].config.effective
     kinds = [e.kind for e in cli.store.events(run_id, limit=1000)]
     assert "supervisor_restarted" in kinds  # heal's own record, made by the watchdog
     assert new_pid != pid

@@ -8,12 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.secret_store import (
-    InsecureFileError,
-    SecretNotFoundError,
-    SecretStore,
-    SecretStoreError,
-)
+from verl_async_dapo.exceptions import InsecureFileError, SecretNotFoundError, SecretStoreError
+from verl_async_dapo.secret_store import SecretStore
 
 
 def _mode(path: Path) -> int:

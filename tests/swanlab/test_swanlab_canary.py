@@ -10,16 +10,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from verl_async_dapo.exceptions import SwanlabConfigError
 from verl_async_dapo.secret_store import SecretStore
-from verl_async_dapo.swanlab import (
-    SwanlabConfig,
-    SwanlabConfigError,
-    check_key,
-    launch_env,
-    logger_enabled,
-    resolve_configured,
-    run_link,
-)
+from verl_async_dapo.swanlab import SwanlabConfig, check_key, launch_env, logger_enabled, resolve_configured, run_link
 
 CANARY = "CANARY-7f3e9d2c1b0a-do-not-leak"
 

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from verl_async_dapo.swanlab import (
-    SwanlabConfig,
-    SwanlabConfigError,
-    SwanlabMode,
-    load_config_file,
-    resolve_configured,
-    save_config_file,
-)
+from verl_async_dapo.exceptions import SwanlabConfigError
+from verl_async_dapo.swanlab import SwanlabConfig, SwanlabMode, load_config_file, resolve_configured, save_config_file
 
 
 def _mode(path: Path) -> int:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from verl_async_dapo.exceptions import SwanlabConfigError
 from verl_async_dapo.swanlab import (
     PUBLIC_API_HOST,
     PUBLIC_WEB_HOST,
     SwanlabConfig,
-    SwanlabConfigError,
     SwanlabMode,
     default_config_path,
     launch_env,

@@ -10,15 +10,8 @@ import pytest
 from docker.models.containers import Container
 from target_helpers import unique_name
 
-from verl_async_dapo.targets.base import (
-    HOST_TARGET_NAME,
-    MANAGED_LABEL,
-    CreateSpec,
-    InvalidTargetInput,
-    TargetError,
-    TargetKind,
-    TargetUnavailable,
-)
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.targets.base import HOST_TARGET_NAME, MANAGED_LABEL, CreateSpec, TargetKind
 from verl_async_dapo.targets.docker import DockerTarget, create_container, list_containers
 from verl_async_dapo.targets.docker.containers import container_info, reset_client
 from verl_async_dapo.targets.host import HostTarget

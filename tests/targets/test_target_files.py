@@ -7,7 +7,7 @@ import time
 import pytest
 from target_helpers import Env
 
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.exceptions import TargetError
 
 GIB = 1 << 30
 

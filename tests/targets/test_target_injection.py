@@ -10,7 +10,8 @@ import docker
 import pytest
 from target_helpers import Env, unique_name
 
-from verl_async_dapo.targets.base import CreateSpec, InvalidTargetInput
+from verl_async_dapo.exceptions import InvalidTargetInput
+from verl_async_dapo.targets.base import CreateSpec
 from verl_async_dapo.targets.docker import DockerTarget, create_container
 from verl_async_dapo.targets.registry import get_target
 

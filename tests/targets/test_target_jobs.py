@@ -10,7 +10,9 @@ import anyio
 import pytest
 from target_helpers import Env
 
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, InvalidTargetInput, JobHandle, JobStatus, TargetError
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
+from verl_async_dapo.records import JobHandle
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, JobStatus
 
 # A fixed test script: the child's pid goes to the file named by $1, then bash waits for it.
 SPAWN_CHILD = 'sleep 300 & echo $! > "$1"; wait'

@@ -7,7 +7,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verl_async_dapo.verl import Override, OverrideError, override_diff, render_value, split_override
+from verl_async_dapo.exceptions import OverrideError
+from verl_async_dapo.verl import Override, override_diff, render_value, split_override
 from verl_async_dapo.verl.overrides import OverrideList
 
 PARSER = OverridesParser.create()

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 from verl_compose import make_request, make_settings, plan_for
 
+from verl_async_dapo.answers import proxy_env
+from verl_async_dapo.exceptions import PlanError, SecretLeakError
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.settings import Framework, Mode
-from verl_async_dapo.verl import LaunchPlan, PlanError, SecretLeakError, build_plan, override_diff
+from verl_async_dapo.verl import LaunchPlan, build_plan, override_diff
 from verl_async_dapo.verl.dapo import overlong_buffer_len, total_epochs
 from verl_async_dapo.verl.launch_env import BASE_ENV, looks_secret
 
@@ -50,14 +52,15 @@ def test_argv_current_one_step_off() -> None:
     )
 
 
-def test_base_env_and_swanlab_env_only_when_enabled() -> None:
+def test_base_env_and_the_swanlab_logger_only_when_enabled() -> None:
+    # The SwanLab variables come in as plain env (launching.plan_with: swanlab.launch_env), the key as a secret name.
     sw = {
         "SWANLAB_MODE": "cloud",
         "SWANLAB_API_HOST": "http://10.0.0.1:8000/api",
         "SWANLAB_WEB_HOST": "http://10.0.0.1:8000",
     }
-    on = plan_for("/verl", "0.9.1", swanlab_enabled=True, swanlab_env=sw, secret_env_names=("SWANLAB_API_KEY",))
-    off = plan_for("/verl", "0.9.1", swanlab_enabled=False, swanlab_env=sw)
+    on = plan_for("/verl", "0.9.1", swanlab_enabled=True, extra_env=sw, secret_env_names=("SWANLAB_API_KEY",))
+    off = plan_for("/verl", "0.9.1", swanlab_enabled=False)
     assert on.env == {**BASE_ENV, **sw}
     assert BASE_ENV == {"PYTHONUNBUFFERED": "1", "RAY_DEDUP_LOGS": "0", "HYDRA_FULL_ERROR": "1",
                         "TORCH_NCCL_AVOID_RECORD_STREAMS": "1"}  # fmt: skip
@@ -77,12 +80,13 @@ def test_secret_looking_names(name: str, secret: bool) -> None:
 
 
 def test_proxy_plain_and_with_password() -> None:
-    plain = plan_for(
-        "/verl", "0.9.1", proxy_env={"http_proxy": "http://proxy:3128", "NO_PROXY": "localhost,10.0.0.0/8"}
-    )
+    # As launching.plan_with hands them over: answers.proxy_env splits plain values from URLs with a password.
+    env, _ = proxy_env({"http_proxy": "http://proxy:3128", "no_proxy": "localhost,10.0.0.0/8"})
+    plain = plan_for("/verl", "0.9.1", extra_env=env)
     assert plain.env["http_proxy"] == plain.env["HTTP_PROXY"] == "http://proxy:3128"
     assert plain.env["no_proxy"] == plain.env["NO_PROXY"] == "localhost,10.0.0.0/8"
-    secret = plan_for("/verl", "0.9.1", proxy_env={"https_proxy": PROXY})
+    _, secret_env = proxy_env({"https_proxy": PROXY})
+    secret = plan_for("/verl", "0.9.1", secret_env_names=tuple(secret_env), secret_values=(SecretStr(PROXY),))
     assert secret.secret_env == ("https_proxy", "HTTPS_PROXY")
     assert "https_proxy" not in secret.env
     assert "s3cret-pass" not in json.dumps(secret.to_json_dict())
@@ -91,10 +95,8 @@ def test_proxy_plain_and_with_password() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"swanlab_enabled": True, "swanlab_env": {"SWANLAB_API_KEY": KEY}}, "looks like a credential"),
+        ({"swanlab_enabled": True, "extra_env": {"SWANLAB_API_KEY": KEY}}, "looks like a credential"),
         ({"extra_env": {"HTTP_PROXY": PROXY}}, "URL with credentials"),
-        ({"swanlab_enabled": True, "swanlab_env": {"HOME": "/root"}}, "not a SwanLab variable"),
-        ({"proxy_env": {"ftp_proxy": "http://p:1"}}, "unknown proxy variable"),
         ({"extra_env": {"A": "1"}, "secret_env_names": ("A",)}, "both as a plain value and as a secret"),
         ({"extra_env": {"PYTHONUNBUFFERED": "0"}}, "given twice"),
         ({"secret_env_names": ("BAD-NAME",)}, "invalid environment variable name"),
@@ -241,9 +243,12 @@ def test_no_plan_ever_contains_a_secret(
     swanlab_host = f"http://{safe_secret}.example:8000" if plant == "swanlab_host" else f"http://{host}:8000"
     proxy = {"http_proxy": f"http://u:{safe_secret}@proxy:3128"} if plant == "proxy" else {}
     settings_ = make_settings("/verl", mode=mode, framework=framework, model_path=model, rollout_gpus=2)
+    # As launching.plan_with builds them: SwanLab's plain settings when it logs, the proxy split by answers.proxy_env.
+    plain_proxy, secret_proxy = proxy_env(proxy)
     common: dict[str, Any] = {
-        "experiment_name": experiment, "swanlab_enabled": swanlab, "swanlab_env": {"SWANLAB_WEB_HOST": swanlab_host},
-        "proxy_env": proxy, "secret_env_names": ("SWANLAB_API_KEY",),
+        "experiment_name": experiment, "swanlab_enabled": swanlab,
+        "extra_env": {**({"SWANLAB_WEB_HOST": swanlab_host} if swanlab else {}), **plain_proxy},
+        "secret_env_names": ("SWANLAB_API_KEY", *secret_proxy),
     }  # fmt: skip
     secrets = (safe_secret, secret)
     # The same request without the values to check: what the plan would show.

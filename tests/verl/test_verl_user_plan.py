@@ -17,10 +17,10 @@ from hydra.errors import ConfigCompositionException
 from pydantic import ValidationError
 from verl_compose import MAIN_VERSIONS, compose_full, compose_plan, make_request, make_settings, plan_for, select
 
+from verl_async_dapo.exceptions import OverrideError, PlanError
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
-from verl_async_dapo.verl import PlanError, build_plan, checkpoint_dir_for
-from verl_async_dapo.verl.overrides import OverrideError
+from verl_async_dapo.verl import build_plan, checkpoint_dir_for
 from verl_async_dapo.verl.parallel import choose, model_size_b
 from verl_async_dapo.verl.user_overrides import parse_user_overrides
 
@@ -193,7 +193,7 @@ def test_reward_function_parameters_are_checked() -> None:
 
 def test_a_rung_the_user_pinned_entirely_is_climbed_past() -> None:
     from verl_async_dapo.categories import ErrorCategory
-    from verl_async_dapo.launching import skip_pinned_rungs
+    from verl_async_dapo.plans.launching import skip_pinned_rungs
     from verl_async_dapo.policy import AttemptConfig, decide
 
     pins = tuple(f"{k}=False" for k in (f"{A}.fsdp_config.param_offload", f"{A}.fsdp_config.optimizer_offload",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from verl_async_dapo.exceptions import VersionError
 from verl_async_dapo.settings import Framework, Mode
-from verl_async_dapo.verl import PROFILE_NAMES, VerlVersion, VersionError, profile_for_version
+from verl_async_dapo.verl import PROFILE_NAMES, VerlVersion, profile_for_version
 
 
 @pytest.mark.parametrize(

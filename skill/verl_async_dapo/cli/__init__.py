@@ -10,7 +10,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, EXIT_USAGE, CliUsageError, _ctx, _gc_paused, _print_json
+from verl_async_dapo.cli.common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliUsageError,
+    _ctx,
+    _gc_paused,
+    _print_json,
+    invoked_as,
+)
 from verl_async_dapo.cli.notify_cmds import _read_sink_secrets, cmd_notify
 from verl_async_dapo.cli.plan_cmds import cmd_classify, cmd_plan, cmd_preflight
 from verl_async_dapo.cli.train_cmds import PROXY_HELP, _proxy_flag, cmd_resume, cmd_start, cmd_stop, cmd_supervise
@@ -40,23 +49,6 @@ __all__ = [  # the names callers use as this module's attributes (moved, not ren
     "cmd_stop",
     "cmd_supervise",
 ]
-
-
-def invoked_as(argv0: str | None = None, path: str | None = None) -> str:
-    """This command as the user can type it: the bare name when PATH finds this same command, else its full path
-    (right after scripts/install.py, ~/.local/bin is often not on PATH: a bare name there would not run)."""
-    import os
-    import shutil
-
-    argv0 = argv0 if argv0 is not None else sys.argv[0]
-    name = os.path.basename(argv0)
-    if name != "verl-async-dapo":  # `python -m verl_async_dapo`, or main() called in-process: the installed name
-        return "verl-async-dapo"
-    found = shutil.which(name, path=path)
-    mine = os.path.abspath(argv0)
-    if found and os.path.realpath(found) == os.path.realpath(mine):
-        return name
-    return mine
 
 
 def serve_banner(command: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -56,3 +57,20 @@ def _gc_paused() -> Iterator[None]:
 
 class CliUsageError(UserInputError):
     """A command line we refuse before doing anything; the message says what to do instead."""
+
+
+def invoked_as(argv0: str | None = None, path: str | None = None) -> str:
+    """This command as the user can type it: the bare name when PATH finds this same command, else its full path
+    (right after scripts/install.py, ~/.local/bin is often not on PATH: a bare name there would not run)."""
+    import os
+    import shutil
+
+    argv0 = argv0 if argv0 is not None else sys.argv[0]
+    name = os.path.basename(argv0)
+    if name != "verl-async-dapo":  # `python -m verl_async_dapo`, or main() called in-process: the installed name
+        return "verl-async-dapo"
+    found = shutil.which(name, path=path)
+    mine = os.path.abspath(argv0)
+    if found and os.path.realpath(found) == os.path.realpath(mine):
+        return name
+    return mine

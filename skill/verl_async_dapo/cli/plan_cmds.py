@@ -12,9 +12,9 @@ from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json, sc
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from verl_async_dapo.cli.params import training_params
-    from verl_async_dapo.planning import plan_from_cli
+    from verl_async_dapo.exceptions import PlanError
+    from verl_async_dapo.plans.planning import plan_from_cli
     from verl_async_dapo.settings import param_hint
-    from verl_async_dapo.verl import PlanError
 
     try:
         plan = plan_from_cli(mode=args.mode, framework=args.framework, verl_version=args.verl_version,
@@ -63,11 +63,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     import anyio
 
     from verl_async_dapo.cli.params import training_params
-    from verl_async_dapo.runs import no_gpus_allowed, preflight, settings_with
+    from verl_async_dapo.runs import no_gpus_allowed, preflight
+    from verl_async_dapo.settings import settings_with_values
     from verl_async_dapo.wording import Face
 
     ctx = _ctx()
-    settings = settings_with(ctx, training_params(args))
+    settings = settings_with_values(training_params(args))
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
     report = anyio.run(functools.partial(preflight, args.container, settings, allow_no_gpus=allow, ctx=ctx))
     if args.json:

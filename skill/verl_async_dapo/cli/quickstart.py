@@ -15,6 +15,7 @@ from typing import Any
 from verl_async_dapo import sessions
 from verl_async_dapo.cli.params import training_params
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.runs import (
     StartResult,
     approval_texts,
@@ -23,9 +24,9 @@ from verl_async_dapo.runs import (
     no_gpus_allowed,
     preflight,
     refuse_unplannable,
-    settings_with,
     start_training,
 )
+from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.wording import Face
 
 
@@ -38,7 +39,7 @@ def _env_first(ctx: AppContext, *names: str) -> str | None:
 
 async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResult:
     params = training_params(args)
-    settings = settings_with(ctx, params)  # validate every variable before anything is created
+    settings = settings_with_values(params)  # validate every variable before anything is created
     approved = _approve(ctx, params, args.approve)  # asked before anything is looked at or created
     check_approvals(ctx, params, approved)
     allow = no_gpus_allowed(ctx, args.allow_no_gpus)
@@ -46,7 +47,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
                              allow_no_gpus=allow)  # before a session exists
     try:
         problem = SWANLAB_MISSING if _swanlab_unanswerable(ctx, args) else None
-    except sessions.UserInputError as exc:  # SwanLab configured wrongly (e.g. a placeholder key)
+    except UserInputError as exc:  # SwanLab configured wrongly (e.g. a placeholder key)
         problem = str(exc)
     if problem is not None:
         # The target's problems in the same refusal: a new user met "SwanLab is not configured", then the verl
@@ -54,8 +55,8 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
         found = [] if args.skip_preflight else [
             line for line in (await preflight(args.container, settings, allow_no_gpus=allow, ctx=ctx)).lines(Face.CLI)
             if not line.startswith(("[ok]", "[error] swanlab: "))]  # fmt: skip
-        raise sessions.UserInputError("\n".join([problem, *found]))
-    sid = ctx.store.create_session()
+        raise UserInputError("\n".join([problem, *found]))
+    sid = sessions.new_session(ctx)
     try:
         await sessions.select_container(ctx, args.container, allow_shared_gpus=args.allow_shared_gpus,
                                         allow_no_gpus=args.allow_no_gpus, session_id=sid)  # fmt: skip
@@ -74,7 +75,7 @@ async def start_from_cli(ctx: AppContext, args: argparse.Namespace) -> StartResu
                                       apply_memory_fix=args.apply_memory_fix, approved=approved)
     except BaseException:
         # Nothing started: this half-answered session must not become the "current" one an agent picks up.
-        ctx.store.abandon_session(sid)
+        sessions.abandon_session(ctx, sid)
         raise
     return result
 
@@ -109,7 +110,7 @@ async def _ask_swanlab(ctx: AppContext, args: argparse.Namespace, sid: str) -> N
         await sessions.configure_swanlab(ctx, mode=args.swanlab_mode, session_id=sid)
         return
     if not sys.stdin.isatty():
-        raise sessions.UserInputError(SWANLAB_MISSING)
+        raise UserInputError(SWANLAB_MISSING)
     print("SwanLab 监控配置 / SwanLab monitoring:", file=sys.stderr)
     host = input("  Host (empty = SwanLab cloud): ").strip() or None
     key = getpass.getpass("  API Key: ").strip() or None

@@ -7,8 +7,10 @@ from typing import Any
 
 import anyio
 
+from verl_async_dapo.status import RunStatus
+
 BAR_WIDTH = 30
-FINAL = frozenset({"succeeded", "failed", "stopped"})
+FINAL = frozenset(s.value for s in RunStatus if s.is_terminal())
 
 
 def _duration(seconds: float | None) -> str:
@@ -146,7 +148,7 @@ async def follow_status(ctx: Any, run_id: str | None, interval: float) -> int:
         last_line = line
         if progress["status"] in FINAL:
             print("\n" + render_status(progress) if tty else render_status(progress))
-            return 0 if progress["status"] == "succeeded" else 1
+            return 0 if progress["status"] == RunStatus.SUCCEEDED else 1
         await anyio.sleep(max(0.2, interval))
 
 

@@ -58,7 +58,7 @@ def cmd_start(args: argparse.Namespace) -> int:
               f"features: {', '.join(result.features)}\nSwanLab:  {result.swanlab_url or result.swanlab_note}")  # fmt: skip
         if result.memory_fix_applied:
             print(f"memory fix applied: {result.memory_fix_applied}")
-        from verl_async_dapo.cli import invoked_as
+        from verl_async_dapo.cli.common import invoked_as
 
         command = invoked_as()  # off PATH right after the install: the commands as they can be typed
         shown = [command + c.removeprefix("verl-async-dapo") if c.startswith("verl-async-dapo ") else c
@@ -102,6 +102,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
-    from verl_async_dapo.supervisor import main
+    from verl_async_dapo.supervisor.supervise import main
 
     return main(args.run_id)

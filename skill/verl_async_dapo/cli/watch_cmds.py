@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from verl_async_dapo.cli.common import EXIT_FAIL, EXIT_OK, _ctx, _print_json
+from verl_async_dapo.status import RunStatus
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -32,7 +33,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         _print_json(progress)
     else:
         print(render_status(progress))
-    return EXIT_OK if progress["status"] != "failed" else EXIT_FAIL
+    return EXIT_OK if progress["status"] != RunStatus.FAILED else EXIT_FAIL
 
 
 def cmd_errors(args: argparse.Namespace) -> int:

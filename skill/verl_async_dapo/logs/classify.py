@@ -26,7 +26,8 @@ from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.logs.exception_hints import config_error_for, config_key_hint, key_from_context
 from verl_async_dapo.logs.line_context import bounded_text, clipped, not_the_failure, unstamped
 from verl_async_dapo.logs.location import CONTEXT_LINES, error_context
-from verl_async_dapo.logs.rules import ANY_NEEDLE_RE, CATEGORY_PRIORITY, RULES, Rule
+from verl_async_dapo.logs.rule_base import Rule
+from verl_async_dapo.logs.rules import ANY_NEEDLE_RE, CATEGORY_PRIORITY, RULES
 from verl_async_dapo.logs.rules_verl import NONFATAL_NOTES
 from verl_async_dapo.logs.structure import EXCEPTION_LINE_RE, context_category, frame_of, tail_failure
 from verl_async_dapo.logs.text import LogLine, clean_log_lines

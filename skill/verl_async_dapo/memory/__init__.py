@@ -11,13 +11,12 @@ from verl_async_dapo.memory.estimate import (
     EstimateInput,
     MemoryEstimate,
     ModelShape,
-    ShapeError,
     estimate_from_settings,
     estimate_memory,
     propose_features,
 )
 from verl_async_dapo.memory.fit import FitReport, GpuFit, check_fit
-from verl_async_dapo.memory.gpus import ComputeApp, GpuMemory, NvidiaSmiError, parse_apps_csv, parse_gpu_csv
+from verl_async_dapo.memory.gpus import ComputeApp, GpuMemory, parse_apps_csv, parse_gpu_csv
 
 __all__ = [
     "ComputeApp",
@@ -27,8 +26,6 @@ __all__ = [
     "GpuMemory",
     "MemoryEstimate",
     "ModelShape",
-    "NvidiaSmiError",
-    "ShapeError",
     "check_fit",
     "estimate_from_settings",
     "estimate_memory",

@@ -22,16 +22,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from verl_async_dapo.exceptions import NotifyConfigError
+from verl_async_dapo.exceptions import InsecureFileError, NotifyConfigError, SecretStoreError
 from verl_async_dapo.notify.formats import SIGNED_KINDS, SinkKind
-from verl_async_dapo.secret_store import (
-    InsecureFileError,
-    SecretStore,
-    SecretStoreError,
-    ensure_private_dir,
-    read_private_file,
-    write_private_file,
-)
+from verl_async_dapo.secret_store import SecretStore, ensure_private_dir, read_private_file, write_private_file
 
 CONFIG_FILE_NAME = "notify.json"
 ENV_PREFIX = "VAD_NOTIFY_"

@@ -41,7 +41,6 @@ from verl_async_dapo.runs.start import (
     no_gpus_allowed,
     preflight,
     refuse_unplannable,
-    settings_with,
     start_training,
 )
 from verl_async_dapo.runs.supervision import (
@@ -52,12 +51,11 @@ from verl_async_dapo.runs.supervision import (
     heal,
     logger,
     resolve_run,
+    run_known,
     spawn_supervisor,
 )
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
 
 __all__ = [  # the names callers use as this module's attributes (moved, not renamed)
-    "ACTIVE_RUN_STATUSES",
     "ALLOW_NO_GPUS_ENV",
     "HEAL_WAIT_SECONDS",
     "LINK_WAIT_SECONDS",
@@ -94,8 +92,8 @@ __all__ = [  # the names callers use as this module's attributes (moved, not ren
     "refuse_unplannable",
     "resolve_run",
     "resume_run",
+    "run_known",
     "run_to_stop",
-    "settings_with",
     "spawn_supervisor",
     "start_training",
     "stop_training",

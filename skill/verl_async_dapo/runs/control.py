@@ -9,13 +9,12 @@ import anyio
 
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import UserInputError
+from verl_async_dapo.exceptions import TargetError, UserInputError
 from verl_async_dapo.formats import iso_time
-from verl_async_dapo.run_lock import supervisor_alive
 from verl_async_dapo.runs.supervision import heal, resolve_run, spawn_supervisor
-from verl_async_dapo.status import AttemptStatus
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, RUN_INITIAL, RUN_REOPENABLE, AttemptStatus, RunStatus
+from verl_async_dapo.store import RunRow
+from verl_async_dapo.supervisor.run_lock import supervisor_alive
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.wording import Say, Term
 
@@ -34,8 +33,8 @@ async def stop_training(ctx: AppContext, run_id: str | None = None, *, wait_seco
             except TargetError as exc:  # e.g. its container was removed: the run must still be able to end
                 reason = f"stopped on request; could not reach the job: {ctx.scrub(str(exc))}"
         if attempts and attempts[-1].status in (AttemptStatus.LAUNCHING, AttemptStatus.RUNNING):
-            ctx.store.end_attempt(run.id, attempts[-1].n, "stopped")
-        ctx.store.end_run(run.id, "stopped", final_reason=reason)
+            ctx.store.end_attempt(run.id, attempts[-1].n, AttemptStatus.STOPPED)
+        ctx.store.end_run(run.id, RunStatus.STOPPED, final_reason=reason)
         ctx.store.add_event("info", "run_stopped", reason, run_id=run.id)
     deadline = time.monotonic() + wait_seconds
     while time.monotonic() < deadline:
@@ -69,7 +68,7 @@ def list_runs(ctx: AppContext, limit: int = 20) -> list[dict[str, Any]]:
              "attempts": len(ctx.store.attempts(r.id)), "swanlab_url": r.swanlab_url} for r in rows]  # fmt: skip
 
 
-RESUMABLE_STATUSES = ("failed", "stopped")
+RESUMABLE_STATUSES = tuple(s.value for s in RunStatus if s in RUN_REOPENABLE)  # what Store.reopen_run takes back
 
 
 # Failures whose cause is in the run's frozen answers: resuming them fails the same way (issue 28). What to
@@ -124,5 +123,5 @@ def resume_run(ctx: AppContext, run_id: str | None = None, *, force: bool = Fals
     ctx.store.reopen_run(run.id)
     spawn_supervisor(ctx, run.id)
     next_n = attempts[-1].n + 1 if attempts else 1
-    return {"run_id": run.id, "status": "starting", "attempt": next_n,
+    return {"run_id": run.id, "status": RUN_INITIAL.value, "attempt": next_n,
             "message": f"attempt {next_n} resumes from the last checkpoint of {run.id}; get_progress follows it"}  # fmt: skip

@@ -8,11 +8,11 @@ from typing import Any
 from verl_async_dapo import policy
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
 from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
 from verl_async_dapo.runs.supervision import heal, resolve_run
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
@@ -31,9 +31,9 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
         info = policy.info_for(ErrorCategory(error.category), error.kind) if error else None
         items.append(AttemptErrors(**{
             "attempt": attempt.n, "status": attempt.status, "exit_code": attempt.exit_code,
-            "features": attempt.config.get("effective", []), "override_diff": attempt.override_diff,
-            "overrides": attempt.overrides, "override_sources": attempt.config.get("override_sources", {}),
-            "plan_notes": attempt.config.get("plan_notes", []),
+            "features": list(attempt.config.effective), "override_diff": attempt.override_diff,
+            "overrides": attempt.overrides, "override_sources": dict(attempt.config.override_sources),
+            "plan_notes": list(attempt.config.plan_notes),
             "reason_started": attempt.reason,
             "category": policy.shown_category(error.category, error.kind) if error else None,
             "kind": error.kind if error else None,

@@ -6,14 +6,13 @@ import time
 from typing import Any
 
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.logs.progress import parse_progress
-from verl_async_dapo.records import ProgressReport
+from verl_async_dapo.records import JobHandle, ProgressReport
 from verl_async_dapo.runs.supervision import heal, resolve_run
-from verl_async_dapo.runspec import RunSpec
-from verl_async_dapo.status import AttemptStatus
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow
-from verl_async_dapo.targets.base import JobHandle, TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus
+from verl_async_dapo.store import RunRow
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
@@ -36,7 +35,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         fresh = await _progress_from_tail(attempts[-1].handle)
         progress = merge_tail_progress(progress, fresh) if fresh else progress
     current = attempts[-1] if attempts else None
-    total = progress.get("total_steps") or RunSpec.model_validate(run.spec).training_settings().train_steps
+    total = progress.get("total_steps") or run.spec.training_settings().train_steps
     step = progress.get("step")
     percent = round(100.0 * step / total, 1) if step is not None and total else None
     status = run.status
@@ -56,7 +55,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
         "phase": progress.get("phase"),
         "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
-        "features": current.config.get("effective", []) if current else [],
+        "features": list(current.config.effective) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
         "swanlab_url": run.swanlab_url, "parsing_cut_short": bool(progress.get("parsing_cut_short")),

@@ -11,21 +11,22 @@ from pydantic import BaseModel
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import ContainerAnswer, FeaturesAnswer, ProxyAnswer, SwanlabAnswer
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import ParamError, UserInputError
+from verl_async_dapo.exceptions import PlanError, StoreError, TargetError, UserInputError
+from verl_async_dapo.features import parse_user_features
 from verl_async_dapo.flow import Question, check_start_allowed
-from verl_async_dapo.launching import draft_spec, plan_for
-from verl_async_dapo.preflight import Check, CheckStatus, PreflightReport, detect_verl_version, run_preflight
-from verl_async_dapo.preflight_memory import MemoryFix
-from verl_async_dapo.prelaunch import validate_overrides
-from verl_async_dapo.runs import approvals
+from verl_async_dapo.plans import approvals
+from verl_async_dapo.plans.launching import draft_spec, plan_for
+from verl_async_dapo.plans.planning import DEFAULT_PLAN_VERSION, features_answer, preview
+from verl_async_dapo.plans.preflight import Check, CheckStatus, PreflightReport, detect_verl_version, run_preflight
+from verl_async_dapo.plans.preflight_memory import MemoryFix
+from verl_async_dapo.plans.prelaunch import validate_overrides
 from verl_async_dapo.runs.supervision import spawn_supervisor
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.sessions import RUN_TO_SESSION_STATE, preconfigured_swanlab
 from verl_async_dapo.settings import TrainingSettings, settings_with_values
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, StoreError, new_id
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
+from verl_async_dapo.store import new_id
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import PlanError
 from verl_async_dapo.wording import Face, Say, Term, Text, either, render, tool
 
 LINK_WAIT_SECONDS = 3.0
@@ -47,27 +48,19 @@ class StartResult(BaseModel):
     memory_estimate: dict[str, Any] | None = None  # preflight's estimate and fit (None without GPUs seen)
 
 
-def settings_with(ctx: AppContext | None, overrides: dict[str, Any]) -> TrainingSettings:
-    """Environment parameters with the caller's explicit values on top, validated together."""
-    try:
-        return settings_with_values(overrides)
-    except ParamError as exc:
-        raise UserInputError(str(exc), exc.params) from None
-
-
 def approvals_needed(ctx: AppContext, params: dict[str, Any]) -> list[str]:
     """What start_training with ``params`` would need the user to approve (the lines for the form)."""
-    return approvals.pending(settings_with(ctx, params), params)
+    return approvals.pending(settings_with_values(params), params)
 
 
 def approval_texts(ctx: AppContext, params: dict[str, Any]) -> tuple[str, ...]:
     """The items of ``approvals_needed`` as start_training's ``approved`` takes them."""
-    return approvals.texts(settings_with(ctx, params), params)
+    return approvals.texts(settings_with_values(params), params)
 
 
 def check_approvals(ctx: AppContext, params: dict[str, Any], approved: tuple[str, ...]) -> None:
     """start_training's approval gate on its own (the CLI asks before it opens a session)."""
-    approvals.check(settings_with(ctx, params), params, approved)
+    approvals.check(settings_with_values(params), params, approved)
 
 
 def _swanlab_answer(ctx: AppContext, answers: dict[str, Any]) -> SwanlabAnswer | None:
@@ -158,9 +151,6 @@ async def refuse_unplannable(target_name: str, settings: TrainingSettings, featu
     not dividing ROLLOUT_GPUS): otherwise the detached supervisor fails on it after start returned. The one plan
     builder, against VERL_VERSION or the default profile (start re-plans with the version preflight detects); the
     target's own problems (preflight's non-ok lines) go into the same refusal."""
-    from verl_async_dapo.features import parse_user_features
-    from verl_async_dapo.planning import DEFAULT_PLAN_VERSION, features_answer, preview
-
     choice = parse_user_features(features) if features else settings.feature_choice()
     try:
         preview(settings=settings, sources={}, features=features_answer(choice), proxy_values={}, swanlab=None,
@@ -193,10 +183,10 @@ async def start_training(
     ``apply_memory_fix``: the user agreed to preflight's memory fix (a lower rollout share, memory features);
     it is applied and preflight runs again with it, so what starts is what was checked.
 
-    ``approved``: the items the user approved (runs/approvals.py: overrides and parameters that load code or write
+    ``approved``: the items the user approved (plans/approvals.py: overrides and parameters that load code or write
     outside the run's tree, as shown to them); anything else of that kind refuses the start.
     """
-    settings = settings_with(ctx, params)
+    settings = settings_with_values(params)
     approvals.check(settings, params, approved)  # before anything else: nothing of such a run is looked at
     sid = session_id or ctx.store.current_session()
     if sid is None:
@@ -267,7 +257,7 @@ async def start_training(
         raise UserInputError(f"verl rejected the overrides, nothing was started:\n{compose_error}",
                              ("extra_overrides",))  # fmt: skip
     try:
-        ctx.store.create_run(sid, container.name, spec.model_dump(mode="json"), run_id=run_id)
+        ctx.store.create_run(sid, container.name, spec, run_id=run_id)
     except StoreError as exc:
         raise UserInputError(str(exc)) from exc
     spawn_supervisor(ctx, run_id)

@@ -9,9 +9,10 @@ import sys
 import time
 
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import UserInputError
-from verl_async_dapo.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
-from verl_async_dapo.store import ACTIVE_RUN_STATUSES, RunRow, StoreBusy
+from verl_async_dapo.exceptions import StoreBusy, UserInputError
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES, RunStatus
+from verl_async_dapo.store import RunRow
+from verl_async_dapo.supervisor.run_lock import LOCK_FD_ENV, lock_path, supervisor_alive, try_lock
 from verl_async_dapo.wording import Say, Term, tool
 
 logger = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def spawn_supervisor(ctx: AppContext, run_id: str) -> bool:
     lock = try_lock(lock_path(ctx, run_id))
     if lock is None:
         return False
-    from verl_async_dapo import watchdog
+    from verl_async_dapo.supervisor import watchdog
 
     with lock, (ctx.run_dir(run_id) / "supervisor.out").open("ab") as log_file:
         env = dict(ctx.env)  # the whole environment: RAY_AUTH_TOKEN(_PATH) reach the supervisor's Ray client too
@@ -82,7 +83,7 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
     recent = [e for e in ctx.store.events(run.id, limit=10_000) if e.kind == "supervisor_restarted" and e.ts >= since]
     if len(recent) >= MAX_SUPERVISOR_RESTARTS:
         log_file = ctx.run_dir(run.id) / "supervisor.log"
-        ctx.store.end_run(run.id, "failed",
+        ctx.store.end_run(run.id, RunStatus.FAILED,
                           final_reason=f"the supervisor died {len(recent)} times in {RESTART_WINDOW_SECONDS:.0f} s",
                           suggestions=[f"read {log_file}", "the training job may still run: stop it in the target",
                                        "report the supervisor error as a bug"])  # fmt: skip
@@ -93,6 +94,11 @@ def _heal(ctx: AppContext, run: RunRow) -> bool:
                             run_id=run.id)  # fmt: skip
         return True
     return False
+
+
+def run_known(ctx: AppContext, run_id: str) -> bool:
+    """Whether the store holds a run with this id (a resource for any other is "not found")."""
+    return ctx.store.run(run_id) is not None
 
 
 def resolve_run(ctx: AppContext, run_id: str | None) -> RunRow:

@@ -19,6 +19,7 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import UserInputError
 from verl_async_dapo.server import models as wire
 from verl_async_dapo.server.app import (
     NotAsked,
@@ -346,10 +347,10 @@ async def run_log_resource(run_id: str, ctx: Context) -> str:
         raise ResourceNotFoundError(f"{run_id[:40]!r} is not a run id (run_…)")
     app: AppContext = ctx.request_context.lifespan_context
     try:
-        known = await off_loop(app.store.run, run_id)
+        known = await off_loop(runs.run_known, app, run_id)
     except Exception as exc:
         raise resource_errors(app, exc) from None
-    if known is None:
+    if not known:
         raise ResourceNotFoundError(f"unknown run {run_id!r}; get_progress shows the latest run's id")
     try:
         run, tail = await off_loop(runs.log_tail, app, run_id, LOG_TAIL_BYTES)
@@ -379,4 +380,4 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
 
         serve_http(mcp, host=host, port=port)
         return
-    raise sessions.UserInputError(f"unknown transport {transport!r}: use stdio or http")
+    raise UserInputError(f"unknown transport {transport!r}: use stdio or http")

@@ -26,9 +26,9 @@ from mcp.server.mcpserver import server as _sdk_server
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 
+import verl_async_dapo.server.models as wire
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.errors import scrubbed_user_error
-from verl_async_dapo.server import models as wire
 
 # The lifespan's lines keep the logger name they had before this module was split out of ``server``.
 logger = logging.getLogger("verl_async_dapo.server")

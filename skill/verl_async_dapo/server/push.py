@@ -18,7 +18,6 @@ always ask get_progress / check_errors.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import warnings
@@ -34,7 +33,6 @@ PUSH_SECONDS = 1.0
 MODERN = "2026-07-28"
 LOGGER_NAME = "verl-async-dapo"
 MAX_SESSIONS = 32
-PUSHED_EXTRA = frozenset({"run_succeeded", "stall_cleared"})
 
 
 def run_uri(run_id: str) -> str:
@@ -59,15 +57,17 @@ class Pusher:
                 self._legacy.pop(next(iter(self._legacy)))
 
     async def run(self, app: AppContext) -> None:
+        from verl_async_dapo.runs import events
+
         await self._active.wait()
         since = time.time()  # push what happens from the first tool call on; the agent asks for the past
         cursor: int | None = None
         while True:
             try:  # the store off the event loop: a locked state.db must never freeze the server (issue 20)
-                if "store" not in app.__dict__:
+                if not events.store_opened(app):
                     pass  # a tool opens the store first: opening it here too would queue behind (or ahead of) that
                 elif cursor is None:
-                    cursor = await anyio.to_thread.run_sync(app.store.last_event_id, since)
+                    cursor = await anyio.to_thread.run_sync(events.latest_event_id, app, since)
                 else:
                     cursor = await self._push_new(app, cursor)
             except Exception as exc:  # never the server's end (e.g. a store busy for longer than we wait)
@@ -75,19 +75,11 @@ class Pusher:
             await anyio.sleep(PUSH_SECONDS if cursor is not None else 0.05)
 
     async def _push_new(self, app: AppContext, cursor: int) -> int:
-        from verl_async_dapo.notify.events import ERROR_EVENTS, render
+        from verl_async_dapo.runs import events
 
-        events = await anyio.to_thread.run_sync(functools.partial(app.store.events, None, after_id=cursor, limit=200))
-        for event in events:
-            cursor = event.id
-            if event.run_id is None or (event.kind not in ERROR_EVENTS and event.kind not in PUSHED_EXTRA):
-                continue
-            run = await anyio.to_thread.run_sync(app.store.run, event.run_id)
-            notice = render({"id": event.id, "kind": event.kind, "level": event.level, "message": event.message,
-                             "run_id": event.run_id, "data": event.data}, run.target if run else None, None)  # fmt: skip
-            payload = {"event": event.kind, "run_id": event.run_id, "target": notice.target,
-                       "title": app.scrub(notice.title), "text": app.scrub(notice.text),
-                       "look_closer": notice.look_closer, "resource": run_uri(event.run_id)}  # fmt: skip
+        cursor, pushed = await anyio.to_thread.run_sync(events.pushable_events, app, cursor)
+        for event in pushed:
+            payload = {**event.payload, "resource": run_uri(event.run_id)}
             await self._publish(run_uri(event.run_id), payload, event.level)
         return cursor
 

@@ -13,9 +13,10 @@ from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, Elicitati
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ContentBlock, ImageContent, TextContent
 
+import verl_async_dapo.server.models as wire
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server import models as wire
 from verl_async_dapo.server.app import NotAsked, app_of, can_elicit, lazy_module, off_loop, service_errors, tool
+from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 
 if TYPE_CHECKING:
     from verl_async_dapo import run_charts, runs
@@ -67,7 +68,7 @@ async def _ask_stop(run_id: str | None, ctx: Context[AppContext]) -> Elicit[wire
     app = app_of(ctx)
     with service_errors(app):
         run = await off_loop(runs.resolve_run, app, run_id)
-    if run.status not in runs.ACTIVE_RUN_STATUSES:
+    if run.status not in ACTIVE_RUN_STATUSES:
         return NotAsked("not_needed")
     if not can_elicit(ctx):
         return NotAsked("cannot_ask")

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 
+import verl_async_dapo.server.models as wire
+import verl_async_dapo.server.params as sp
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.server import models as wire
-from verl_async_dapo.server import params as sp
 from verl_async_dapo.server.app import (
     NotAsked,
     app_of,
@@ -27,10 +27,11 @@ from verl_async_dapo.server.app import (
 )
 
 if TYPE_CHECKING:
-    from verl_async_dapo import planning, runs
+    from verl_async_dapo import runs
+    from verl_async_dapo.plans import planning
 else:
     runs = lazy_module("verl_async_dapo.runs")
-    planning = lazy_module("verl_async_dapo.planning")
+    planning = lazy_module("verl_async_dapo.plans.planning")
 
 
 def _approval_params(verl_home: str | None, reward_fn_path: str | None, ckpt_dir: str | None,

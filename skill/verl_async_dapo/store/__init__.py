@@ -18,13 +18,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from verl_async_dapo.exceptions import StoreBusy, StoreError, TerminalStateError
-from verl_async_dapo.records import AttemptError, JobHandle, SupervisorDecision
-from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus, RunStatus
+from verl_async_dapo.exceptions import StoreError, TerminalStateError
+from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
+from verl_async_dapo.runspec import RunSpec
+from verl_async_dapo.status import (
+    ACTIVE_RUN_STATUSES,
+    ATTEMPT_INITIAL,
+    RUN_INITIAL,
+    RUN_REOPENABLE,
+    AttemptStatus,
+    RunStatus,
+    check_transition,
+)
 from verl_async_dapo.store.outbox import OutboxRow, OutboxStore
 from verl_async_dapo.store.schema import _MIGRATIONS, SCHEMA_VERSION, _split_sql
 
-__all__ = ["ACTIVE_RUN_STATUSES", "AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "StoreBusy", "StoreError", "new_id"]
+__all__ = ["AttemptRow", "EventRow", "OutboxRow", "RunRow", "Store", "new_id"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +44,7 @@ class RunRow:
     updated_at: float
     status: RunStatus
     target: str
-    spec: dict[str, Any]
+    spec: RunSpec  # stored as its JSON (model_dump), read back validated
     supervisor_pid: int | None
     heartbeat_at: float | None
     progress: dict[str, Any] | None
@@ -52,7 +61,7 @@ class AttemptRow:
     run_id: str
     n: int
     status: AttemptStatus
-    config: dict[str, Any]
+    config: AttemptConfigRecord  # stored as the fields that were set: the JSON keeps its shape
     overrides: list[str]
     override_diff: list[str]
     reason: str
@@ -104,6 +113,10 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+# The run statuses that are not terminal, as SQL parameters (the statuses themselves live in status.py).
+_ACTIVE_IN = f"({','.join('?' * len(ACTIVE_RUN_STATUSES))})"
+
+
 class Store(OutboxStore):
     """The state store: sessions, answers, runs, attempts, events (connections and waits: ``store.db``)."""
 
@@ -149,9 +162,10 @@ class Store(OutboxStore):
     def current_session(self) -> str | None:
         """The latest session whose run has not finished (or that has no run yet)."""
         rows = self._query(
-            """SELECT s.id FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
-               WHERE (r.id IS NULL AND s.abandoned_at IS NULL) OR r.status IN ('starting','running','retrying')
-               ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1"""
+            f"""SELECT s.id FROM sessions s LEFT JOIN runs r ON r.session_id = s.id
+               WHERE (r.id IS NULL AND s.abandoned_at IS NULL) OR r.status IN {_ACTIVE_IN}
+               ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1""",  # noqa: S608 (placeholders only)
+            ACTIVE_RUN_STATUSES,
         )
         return rows[0][0] if rows else None
 
@@ -179,7 +193,7 @@ class Store(OutboxStore):
 
     # -- runs -------------------------------------------------------------------------------
 
-    def create_run(self, session_id: str, target: str, spec: dict[str, Any], *, run_id: str | None = None) -> str:
+    def create_run(self, session_id: str, target: str, spec: RunSpec, *, run_id: str | None = None) -> str:
         """Freeze a session into a run; exactly one run per session even under concurrent calls."""
         run_id = run_id or new_id("run")
         now = time.time()
@@ -189,16 +203,15 @@ class Store(OutboxStore):
                 raise StoreError(f"this session already started run {existing[0]}")
             conn.execute(
                 """INSERT INTO runs (id, session_id, created_at, updated_at, status, target, spec)
-                   VALUES (?,?,?,?, 'starting', ?, ?)""",
-                (run_id, session_id, now, now, target, _dumps(spec)),
+                   VALUES (?,?,?,?,?,?,?)""",
+                (run_id, session_id, now, now, RUN_INITIAL.value, target, _dumps(spec.model_dump(mode="json"))),
             )
             _event(conn, "info", "run_created", f"run {run_id} created", session_id=session_id, run_id=run_id)
         return run_id
 
     def active_runs_on(self, target: str) -> list[str]:
-        rows = self._query(
-            "SELECT id FROM runs WHERE target=? AND status IN ('starting','running','retrying')", (target,)
-        )
+        rows = self._query(f"SELECT id FROM runs WHERE target=? AND status IN {_ACTIVE_IN}",  # noqa: S608
+                           (target, *ACTIVE_RUN_STATUSES))  # fmt: skip
         return [r[0] for r in rows]
 
     def run(self, run_id: str) -> RunRow | None:
@@ -218,8 +231,9 @@ class Store(OutboxStore):
         return found[0] if found else None
 
     def update_run(self, run_id: str, **fields: Any) -> None:
-        """Change a run's fields. A status change is checked (status.py): none out of a terminal status, and
-        ``ended_at`` is stamped on entering one unless given."""
+        """Change a run's fields. A status change is checked against status.py's transition table (an illegal one
+        raises IllegalTransitionError, leaving a terminal status TerminalStateError), and ``ended_at`` is stamped on
+        entering a terminal status unless given."""
         allowed = {
             "status", "supervisor_pid", "heartbeat_at", "progress", "progress_at", "swanlab_url",
             "final_reason", "suggestions", "ended_at", "stop_requested",
@@ -251,24 +265,24 @@ class Store(OutboxStore):
         goes back to ``starting``; its next attempt is a new one, the ended attempts stay as they were."""
         with self.transaction() as conn:
             row = conn.execute("SELECT status FROM runs WHERE id=?", (run_id,)).fetchone()
-            if row is None or RunStatus(row[0]) not in (RunStatus.FAILED, RunStatus.STOPPED):
+            if row is None or RunStatus(row[0]) not in RUN_REOPENABLE:
                 raise TerminalStateError(f"run {run_id} is {row[0] if row else 'unknown'}: only a failed or stopped "
                                          "run can be reopened")  # fmt: skip
             conn.execute(
-                """UPDATE runs SET status='starting', stop_requested=0, final_reason=NULL, suggestions=NULL,
+                """UPDATE runs SET status=?, stop_requested=0, final_reason=NULL, suggestions=NULL,
                    ended_at=NULL, updated_at=? WHERE id=?""",
-                (time.time(), run_id),
+                (RUN_INITIAL.value, time.time(), run_id),
             )
 
     # -- attempts ---------------------------------------------------------------------------
 
-    def add_attempt(self, run_id: str, n: int, *, config: dict[str, Any], overrides: list[str],
+    def add_attempt(self, run_id: str, n: int, *, config: AttemptConfigRecord, overrides: list[str],
                     override_diff: list[str], reason: str) -> None:  # fmt: skip
         with self.transaction() as conn:
             conn.execute(
                 """INSERT INTO attempts (run_id, n, status, config, overrides, override_diff, reason, started_at)
-                   VALUES (?,?, 'launching', ?,?,?,?,?)""",
-                (run_id, n, _dumps(config), _dumps(overrides), _dumps(override_diff), reason, time.time()),
+                   VALUES (?,?,?,?,?,?,?,?)""",
+                (run_id, n, ATTEMPT_INITIAL.value, _dumps(config.model_dump(mode="json", exclude_unset=True)), _dumps(overrides), _dumps(override_diff), reason, time.time()),
             )
 
     def update_attempt(self, run_id: str, n: int, **fields: Any) -> None:
@@ -346,7 +360,8 @@ def _event(conn: sqlite3.Connection, level: str, kind: str, message: str, *, ses
 
 def _check_transition(what: str, kind: type[RunStatus] | type[AttemptStatus], current: str | None, new: Any,
                       encoded: dict[str, Any]) -> None:  # fmt: skip
-    """Refuse leaving a terminal status; stamp ``ended_at`` on entering one (into ``encoded``, the row's update)."""
+    """Refuse a change status.py's table does not allow; stamp ``ended_at`` on entering a terminal status (into
+    ``encoded``, the row's update)."""
     try:
         target = kind(new)
     except ValueError:
@@ -355,10 +370,9 @@ def _check_transition(what: str, kind: type[RunStatus] | type[AttemptStatus], cu
     if current is None:
         return  # no such row: the UPDATE changes nothing, as before
     was = kind(current)
-    if was.is_terminal():
-        if target is not was:
-            raise TerminalStateError(f"{what} has already ended as {was.value}; it cannot become {target.value}")
-        return
+    check_transition(what, was, target)
+    if target is was:
+        return  # the status it has: nothing is entered, ended_at stays as it is
     if target.is_terminal() and encoded.get("ended_at") is None:
         encoded["ended_at"] = time.time()
 
@@ -366,7 +380,7 @@ def _check_transition(what: str, kind: type[RunStatus] | type[AttemptStatus], cu
 def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
     return RunRow(
         id=r[0], session_id=r[1], created_at=r[2], updated_at=r[3], status=RunStatus(r[4]), target=r[5],
-        spec=json.loads(r[6]), supervisor_pid=r[7], heartbeat_at=r[8], progress=_loads(r[9]),
+        spec=RunSpec.model_validate_json(r[6]), supervisor_pid=r[7], heartbeat_at=r[8], progress=_loads(r[9]),
         progress_at=r[10], swanlab_url=r[11], final_reason=r[12], suggestions=_loads(r[13]) or [],
         ended_at=r[14], stop_requested=bool(r[15]),
     )  # fmt: skip
@@ -374,7 +388,7 @@ def _run_row(r: sqlite3.Row | tuple[Any, ...]) -> RunRow:
 
 def _attempt_row(r: sqlite3.Row | tuple[Any, ...]) -> AttemptRow:
     return AttemptRow(
-        run_id=r[0], n=r[1], status=AttemptStatus(r[2]), config=json.loads(r[3]), overrides=json.loads(r[4]),
+        run_id=r[0], n=r[1], status=AttemptStatus(r[2]), config=AttemptConfigRecord.model_validate_json(r[3]), overrides=json.loads(r[4]),
         override_diff=json.loads(r[5]), reason=r[6], job=_loads(r[7]), exit_code=r[8],
         error=_loads(r[9]), decision=_loads(r[10]), started_at=r[11], ended_at=r[12],
     )  # fmt: skip

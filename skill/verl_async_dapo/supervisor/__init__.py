@@ -20,30 +20,29 @@ import time
 
 import anyio
 
-from verl_async_dapo import policy, resume_check
-from verl_async_dapo.attempt_log import ProgressWriter
+import verl_async_dapo.supervisor.resume_check as resume_check
+from verl_async_dapo import policy
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.launching import plan_for, skip_pinned_rungs
+from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.events import recovery_event_kind
-from verl_async_dapo.policy import AttemptConfig
-from verl_async_dapo.prelaunch import ValidationCache
-from verl_async_dapo.records import AttemptError, SupervisorDecision
+from verl_async_dapo.plans.launching import plan_for, skip_pinned_rungs
+from verl_async_dapo.plans.prelaunch import ValidationCache
+from verl_async_dapo.policy import BUDGET_OUTCOMES, AttemptConfig
+from verl_async_dapo.records import AttemptConfigRecord, AttemptError, JobHandle, SupervisorDecision
 from verl_async_dapo.runspec import (
     RESUMED_REASON,
-    RunSpec,
-    attempt_config_from_dict,
-    attempt_config_to_dict,
     relaunches_before,
     resume_pending,
 )
 from verl_async_dapo.status import AttemptStatus, RunStatus
-from verl_async_dapo.store import AttemptRow, StoreBusy
+from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.supervisor.attempt_log import ProgressWriter
 from verl_async_dapo.supervisor.watch import PROGRESS_WRITE_SECONDS, AttemptWatching
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.registry import get_target
-from verl_async_dapo.verl import LaunchPlan, PlanError, checkpoint_dir_for, override_diff
+from verl_async_dapo.verl import LaunchPlan, checkpoint_dir_for, override_diff
 from verl_async_dapo.watchman.hooks import Watchman
 from verl_async_dapo.watchman.stall import stall_decision
 
@@ -64,7 +63,7 @@ class Supervisor(AttemptWatching):
         row = ctx.store.run(run_id)
         if row is None:
             raise ValueError(f"unknown run {run_id}")
-        self.spec = RunSpec.model_validate(row.spec)
+        self.spec = row.spec
         self.settings = self.spec.training_settings()
         self.target: Target = get_target(self.spec.target, self.settings)  # a SLURM target submits with its options
         self._launched: set[int] = set()  # attempts started by this process (not reattached)
@@ -99,9 +98,9 @@ class Supervisor(AttemptWatching):
         handle = await self._first_handle()
         while handle is not None:
             await self._watch(self.ctx.store.attempts(self.run_id)[-1], handle)
-            outcome = await self._after_attempt(self.ctx.store.attempts(self.run_id)[-1])
-            if outcome != "relaunched":
-                return outcome
+            ended = await self._after_attempt(self.ctx.store.attempts(self.run_id)[-1])
+            if ended is not None:
+                return ended
             handle = self._latest_handle()
         # A launch refused (validation) or failed, or the run ended without a job to watch: already written.
         return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
@@ -123,12 +122,12 @@ class Supervisor(AttemptWatching):
                                           decision=decided.model_copy(update={"checkpoint": ckpt.to_dict()}))  # fmt: skip
             resumed = ckpt.expected_step
             reason = f"{RESUMED_REASON} from step {resumed}" if resumed else f"{RESUMED_REASON} (no checkpoint yet)"
-            await self._launch(last.n + 1, attempt_config_from_dict(last.config), reason, previous=last)
+            await self._launch(last.n + 1, last.config.attempt_config(), reason, previous=last)
         elif last.status in (AttemptStatus.LAUNCHING, AttemptStatus.RUNNING):
             await self._reattach(last)  # may abandon it and launch the next one: the latest row is the one to watch
         elif last.status == AttemptStatus.ABANDONED:  # not a failure: it never ran, so the same config again, no retry used
-            await self._relaunch_same(last, attempt_config_from_dict(last.config))
-        elif await self._after_attempt(last) != "relaunched":  # continue the ladder where it stopped
+            await self._relaunch_same(last, last.config.attempt_config())
+        elif await self._after_attempt(last) is not None:  # continue the ladder where it stopped; the run ended
             return None
         return self._latest_handle()
 
@@ -136,19 +135,20 @@ class Supervisor(AttemptWatching):
         current = self.ctx.store.attempts(self.run_id)[-1]
         return current.handle
 
-    async def _after_attempt(self, attempt: AttemptRow) -> str:
-        """Decide what follows a finished attempt: done, relaunch, or give up."""
+    async def _after_attempt(self, attempt: AttemptRow) -> RunStatus | None:
+        """Decide what follows a finished attempt: done, relaunch, or give up. None: relaunched; else the run's
+        status, the run having ended (or being left to what a failed launch wrote)."""
         if attempt.status == AttemptStatus.SUCCEEDED:
             if attempt.exit_code is None and attempt.supervisor_decision is not None:  # decided by its evidence
-                return self._finish("succeeded", f"training finished ({attempt.supervisor_decision.reason})", [])
-            return self._finish("succeeded", "training finished (exit code 0)", [])
+                return self._finish(RunStatus.SUCCEEDED, f"training finished ({attempt.supervisor_decision.reason})", [])
+            return self._finish(RunStatus.SUCCEEDED, "training finished (exit code 0)", [])
         if self._stop_requested or self._stop_flag():
-            return self._finish("stopped", "stopped on request", [])
+            return self._finish(RunStatus.STOPPED, "stopped on request", [])
         if attempt.status == AttemptStatus.REJECTED:
             return self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
         error = attempt.attempt_error
         category = ErrorCategory(error.category) if error else None
-        config = attempt_config_from_dict(attempt.config)
+        config = attempt.config.attempt_config()
         # Relaunches after failures; an attempt abandoned by a killed supervisor never ran and costs no retry.
         relaunches = relaunches_before(self.ctx.store.attempts(self.run_id), attempt.n)
 
@@ -168,16 +168,16 @@ class Supervisor(AttemptWatching):
             decision = skip_pinned_rungs(decision, attempt.overrides, self._overrides_of, decide_from)
         refusal = self.watchman.gpu_hours_refusal(self.settings.required_gpus()) if decision.relaunch else None
         if refusal is not None:  # the optional GPU-hour cap of the same budget
-            decision = policy.Decision(False, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
-        recorded = SupervisorDecision(relaunch=decision.relaunch, reason=decision.reason, changes=list(decision.changes),
-                                      suggestions=list(decision.suggestions))  # fmt: skip
+            decision = policy.Decision(policy.Outcome.GPU_HOURS_CAP, refusal, suggestions=decision.suggestions or ("raise VAD_MAX_GPU_HOURS",))
+        recorded = SupervisorDecision(relaunch=decision.relaunch, outcome=decision.outcome, reason=decision.reason,
+                                      changes=list(decision.changes), suggestions=list(decision.suggestions))  # fmt: skip
         self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded)
         if not decision.relaunch or decision.next_config is None:
-            if "reached" in decision.reason and category is not None:  # the one relaunch budget ran out
+            if decision.outcome in BUDGET_OUTCOMES and category is not None:  # the relaunch budget ran out
                 self.watchman.budget_exhausted(attempt.n, category, decision.reason, relaunches,
                                                self.settings.max_oom_retries)  # fmt: skip
-            return self._finish("failed", decision.reason, list(decision.suggestions))
-        self.ctx.store.update_run(self.run_id, status="retrying")
+            return self._finish(RunStatus.FAILED, decision.reason, list(decision.suggestions))
+        self.ctx.store.update_run(self.run_id, status=RunStatus.RETRYING)
         # The event says what happened: a stall's relaunch is no OOM recovery (recovery_event_kind).
         self.ctx.store.add_event(
             "warning", recovery_event_kind(category), f"attempt {attempt.n} failed ({decision.reason})",
@@ -196,7 +196,7 @@ class Supervisor(AttemptWatching):
         resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)
-        return "relaunched" if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
+        return None if handle is not None else self.ctx.store.run(self.run_id).status  # type: ignore[union-attr]
 
     # -- launching ----------------------------------------------------------------------
 
@@ -206,18 +206,18 @@ class Supervisor(AttemptWatching):
         try:
             plan, secret_env = plan_for(self.ctx, self.spec, config, with_secrets=True)
         except PlanError as exc:  # e.g. a tweak the plan refuses: fail the run once, never crash-loop on it
-            self.ctx.store.add_attempt(self.run_id, n, config=attempt_config_to_dict(config), overrides=[],
+            self.ctx.store.add_attempt(self.run_id, n, config=AttemptConfigRecord.of(config), overrides=[],
                                        override_diff=[], reason=reason)  # fmt: skip
             error = AttemptError(category=ErrorCategory.CONFIG_ERROR.value, kind="plan_error",
                                  excerpt=self.ctx.scrub(str(exc))[:2000], line=None)  # fmt: skip
-            self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
-            self._finish("failed", f"cannot plan attempt {n}: {self.ctx.scrub(str(exc))}",
+            self.ctx.store.end_attempt(self.run_id, n, AttemptStatus.REJECTED, error=error)
+            self._finish(RunStatus.FAILED, f"cannot plan attempt {n}: {self.ctx.scrub(str(exc))}",
                          ["fix the parameter named above; nothing was launched"])  # fmt: skip
             return None
         diff = override_diff(previous.overrides, plan.overrides) if previous else []
         # Where each value came from (recipe / feature / oom_ladder / user) and the plan's notes, e.g. an OOM
         # step that left the user's own value in place: check_errors shows them per attempt.
-        recorded = {**attempt_config_to_dict(config), "override_sources": plan.sources, "plan_notes": list(plan.notes)}
+        recorded = AttemptConfigRecord.of(config, override_sources=dict(plan.sources), plan_notes=list(plan.notes))
         self.ctx.store.add_attempt(
             self.run_id, n, config=recorded, overrides=list(plan.overrides), override_diff=diff, reason=reason,
         )  # fmt: skip
@@ -226,13 +226,13 @@ class Supervisor(AttemptWatching):
         if not result.ok:
             error = AttemptError(category=ErrorCategory.CONFIG_ERROR.value, kind="prelaunch_validation",
                                  excerpt=self.ctx.scrub(result.error or "")[:2000], line=None)  # fmt: skip
-            self.ctx.store.end_attempt(self.run_id, n, "rejected", error=error)
-            self._finish("failed", "verl rejected the overrides before launch: " + (result.error or "")[:500],
+            self.ctx.store.end_attempt(self.run_id, n, AttemptStatus.REJECTED, error=error)
+            self._finish(RunStatus.FAILED, "verl rejected the overrides before launch: " + (result.error or "")[:500],
                          ["fix the named key (see check_errors); nothing was launched"])  # fmt: skip
             return None
         if self._stop_flag():
-            self.ctx.store.end_attempt(self.run_id, n, "stopped")
-            self._finish("stopped", "stopped on request before launch", [])
+            self.ctx.store.end_attempt(self.run_id, n, AttemptStatus.STOPPED)
+            self._finish(RunStatus.STOPPED, "stopped on request before launch", [])
             return None
         log_path = self.spec.attempt_log(n)
         try:
@@ -243,12 +243,12 @@ class Supervisor(AttemptWatching):
         except TargetError as exc:
             error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="launch_failed",
                                  excerpt=self.ctx.scrub(str(exc))[:2000], line=None)  # fmt: skip
-            self.ctx.store.end_attempt(self.run_id, n, "failed", error=error)
-            self._finish("failed", f"could not launch: {self.ctx.scrub(str(exc))}", [])
+            self.ctx.store.end_attempt(self.run_id, n, AttemptStatus.FAILED, error=error)
+            self._finish(RunStatus.FAILED, f"could not launch: {self.ctx.scrub(str(exc))}", [])
             return None
         self._launched.add(n)
-        self.ctx.store.update_attempt(self.run_id, n, status="running", job=handle)
-        self.ctx.store.update_run(self.run_id, status="running")
+        self.ctx.store.update_attempt(self.run_id, n, status=AttemptStatus.RUNNING, job=handle)
+        self.ctx.store.update_run(self.run_id, status=RunStatus.RUNNING)
         if self._tg is not None:
             self._tg.start_soon(self._prevalidate_next, n, config)
         await self._link_stable_log(log_path)
@@ -288,12 +288,12 @@ class Supervisor(AttemptWatching):
             # Died between recording and starting: the job dir tells whether it started.
             size = await self._pgid_size(attempt.n)
             if size is None:
-                self.ctx.store.end_attempt(self.run_id, attempt.n, "abandoned")
-                config = attempt_config_from_dict(attempt.config)
+                self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.ABANDONED)
+                config = attempt.config.attempt_config()
                 return await self._relaunch_same(attempt, config)
             handle = JobHandle(target=self.spec.target, job_dir=self.spec.attempt_dir(attempt.n),
                                log_path=self.spec.attempt_log(attempt.n))  # fmt: skip
-            self.ctx.store.update_attempt(self.run_id, attempt.n, status="running", job=handle)
+            self.ctx.store.update_attempt(self.run_id, attempt.n, status=AttemptStatus.RUNNING, job=handle)
             return handle
         log.info("reattaching to attempt %d", attempt.n)
         return attempt.handle
@@ -350,7 +350,7 @@ class Supervisor(AttemptWatching):
         self._stop_requested = self._stop_requested or bool(row and row.stop_requested)
         return self._stop_requested
 
-    def _finish(self, status: str, reason: str, suggestions: list[str]) -> str:
+    def _finish(self, status: RunStatus, reason: str, suggestions: list[str]) -> RunStatus:
         reason = self.ctx.scrub(reason)
         self.ctx.store.end_run(self.run_id, status, final_reason=reason, suggestions=suggestions)
         level = "info" if status in (RunStatus.SUCCEEDED, RunStatus.STOPPED) else "error"
@@ -382,10 +382,3 @@ class Supervisor(AttemptWatching):
                 await self.target.stop_job(attempts[-1].handle, grace_seconds=10.0)
             except TargetError as exc:
                 log.error("stop failed: %s", exc)
-
-
-def main(run_id: str) -> int:
-    """Entry of ``verl-async-dapo supervise RUN_ID``: the process around the Supervisor (``supervise``)."""
-    from verl_async_dapo.supervise import main as supervise_main
-
-    return supervise_main(run_id)

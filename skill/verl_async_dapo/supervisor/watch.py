@@ -12,14 +12,17 @@ from typing import Any
 
 import anyio
 
-from verl_async_dapo import resume_check
-from verl_async_dapo.attempt_log import AttemptLog, scheduler_outcome
+import verl_async_dapo.supervisor.resume_check as resume_check
 from verl_async_dapo.categories import ErrorCategory
+from verl_async_dapo.exceptions import StoreBusy, TargetError, TargetGone
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify, window_text
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError, SupervisorDecision
-from verl_async_dapo.store import AttemptRow, StoreBusy
-from verl_async_dapo.targets.base import JobHandle, JobStatus, TargetError, TargetGone
+from verl_async_dapo.policy import Outcome
+from verl_async_dapo.records import AttemptError, JobHandle, SupervisorDecision
+from verl_async_dapo.status import AttemptStatus
+from verl_async_dapo.store import AttemptRow
+from verl_async_dapo.supervisor.attempt_log import AttemptLog, scheduler_outcome
+from verl_async_dapo.targets.base import JobStatus
 from verl_async_dapo.verl import checkpoint_dir_for
 
 log = logging.getLogger("verl_async_dapo.supervisor")
@@ -84,9 +87,9 @@ class AttemptWatching:
         if self._target_gone is not None:
             error = AttemptError(category=ErrorCategory.ENVIRONMENT.value, kind="target_gone", line=None,
                                  excerpt=self.ctx.scrub(self._target_gone))  # fmt: skip
-            status_name = "stopped" if self._stop_flag() else "failed"
-            self.ctx.store.end_attempt(self.run_id, attempt.n, status_name, error=error)
-            if status_name == "failed":
+            ended = AttemptStatus.STOPPED if self._stop_flag() else AttemptStatus.FAILED
+            self.ctx.store.end_attempt(self.run_id, attempt.n, ended, error=error)
+            if ended is AttemptStatus.FAILED:
                 self.watchman.target_gone(attempt.n, error.excerpt or "")
             return
         if not tail:
@@ -96,24 +99,25 @@ class AttemptWatching:
         text = window_text(tail["data"])
         exit_code = status.exit_code
         if exit_code == 0:
-            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", exit_code=0)
+            self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.SUCCEEDED, exit_code=0)
             return
         if self._stop_flag():
             # Our own stop ended it (the group kill takes the launcher too, so often no rc): not an error.
-            self.ctx.store.end_attempt(self.run_id, attempt.n, "stopped", exit_code=exit_code)
+            self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.STOPPED, exit_code=exit_code)
             return
         if exit_code is None and (evidence := await self._ended_well(parser, text)) is not None:
             # No exit status kept (the launcher died before writing rc), but the attempt's own evidence says it
             # finished: relaunching it would redo the run's start-up for nothing (issue 27, item 7).
             log.warning("attempt %d left no exit status; it ended well by its own evidence: %s", attempt.n, evidence)
-            decision = SupervisorDecision(relaunch=False, reason=f"ended well by its own evidence: {evidence}")
-            self.ctx.store.end_attempt(self.run_id, attempt.n, "succeeded", decision=decision)
+            decision = SupervisorDecision(relaunch=False, outcome=Outcome.ENDED_WELL,
+                                          reason=f"ended well by its own evidence: {evidence}")  # fmt: skip
+            self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.SUCCEEDED, decision=decision)
             return
         # Stopped by the watchman for a stall: the silence is the cause, not what the kill printed. Ended by a batch
         # scheduler (SLURM's time limit, a preemption): the scheduler's word, then the log's.
         error = self.watchman.stalled_error(attempt.n) or scheduler_outcome(status.scheduler_state, text, exit_code,
                                                                             self.ctx.scrub)  # fmt: skip
-        self.ctx.store.end_attempt(self.run_id, attempt.n, "failed", exit_code=exit_code, error=error)
+        self.ctx.store.end_attempt(self.run_id, attempt.n, AttemptStatus.FAILED, exit_code=exit_code, error=error)
 
     async def _ended_well(self, parser: ProgressParser, text: str) -> str | None:
         """Why an attempt without an exit status finished, from its own evidence, else None: the log's last step

@@ -10,22 +10,17 @@ from __future__ import annotations
 from verl_async_dapo.swanlab.check import KeyCheck, KeyStatus, check_key
 from verl_async_dapo.swanlab.config import (
     CONFIG_FILE_NAME,
-    PUBLIC_API_HOST,
-    PUBLIC_WEB_HOST,
     SwanlabConfig,
-    SwanlabConfigError,
-    SwanlabMode,
     default_config_path,
     launch_env,
     load_config_file,
     logger_enabled,
-    normalize_host,
-    parse_mode,
     resolve_configured,
     run_link,
     save_config_file,
     session_config,
 )
+from verl_async_dapo.swanlab.values import PUBLIC_API_HOST, PUBLIC_WEB_HOST, SwanlabMode, normalize_host, parse_mode
 
 __all__ = [
     "CONFIG_FILE_NAME",
@@ -34,7 +29,6 @@ __all__ = [
     "KeyCheck",
     "KeyStatus",
     "SwanlabConfig",
-    "SwanlabConfigError",
     "SwanlabMode",
     "check_key",
     "default_config_path",

@@ -23,7 +23,8 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
-from verl_async_dapo.swanlab.config import SwanlabConfig, SwanlabMode
+from verl_async_dapo.swanlab.config import SwanlabConfig
+from verl_async_dapo.swanlab.values import SwanlabMode
 from verl_async_dapo.untrusted import clean, quoted
 
 __all__ = ["KeyCheck", "KeyStatus", "check_key"]

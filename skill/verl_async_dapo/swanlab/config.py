@@ -28,18 +28,13 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, field_validator, model_validator
 
-from verl_async_dapo.secret_store import (
-    InsecureFileError,
-    SecretStoreError,
-    ensure_private_dir,
-    read_private_file,
-    write_private_file,
-)
-from verl_async_dapo.settings import check_path_text, config_dir
+from verl_async_dapo.exceptions import InsecureFileError, SecretStoreError, SwanlabConfigError
+from verl_async_dapo.paths import config_dir
+from verl_async_dapo.secret_store import ensure_private_dir, read_private_file, write_private_file
+from verl_async_dapo.settings import check_path_text
 from verl_async_dapo.swanlab.values import (
     PUBLIC_API_HOST,
     PUBLIC_WEB_HOST,
-    SwanlabConfigError,
     SwanlabMode,
     check_key_text,
     normalize_host,

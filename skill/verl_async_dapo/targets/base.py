@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetGone, TargetUnavailable  # noqa: F401 - re-exported
+from verl_async_dapo.exceptions import InvalidTargetInput
 from verl_async_dapo.records import JobHandle
 
 MANAGED_LABEL = "io.verl-async-dapo.managed"

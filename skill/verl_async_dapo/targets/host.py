@@ -20,15 +20,14 @@ from pathlib import Path
 
 import anyio
 
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
+from verl_async_dapo.records import JobHandle
 from verl_async_dapo.targets.base import (
     COMMAND_NOT_FOUND,
     HOST_TARGET_NAME,
     CommandResult,
-    InvalidTargetInput,
-    JobHandle,
     JobStatus,
     Target,
-    TargetError,
     TargetKind,
     check_argv,
     check_env,

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from verl_async_dapo.exceptions import TargetUnavailable
 from verl_async_dapo.slurm_options import options_from_settings
-from verl_async_dapo.targets.base import (
-    HOST_TARGET_NAME,
-    ContainerInfo,
-    Target,
-    TargetKind,
-    TargetUnavailable,
-)
+from verl_async_dapo.targets.base import HOST_TARGET_NAME, ContainerInfo, Target, TargetKind
 from verl_async_dapo.targets.host import HostTarget
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.clusters import is_ray_target

@@ -6,13 +6,11 @@ memory tweaks), ``dapo`` (algorithm/data/reward/trainer keys), ``launch_env`` (e
 secret names), ``plan`` (``build_plan``).
 """
 
-from verl_async_dapo.verl.overrides import Override, OverrideError, override_diff, render_value, split_override
+from verl_async_dapo.verl.overrides import Override, override_diff, render_value, split_override
 from verl_async_dapo.verl.plan import (
     EntryPlan,
     LaunchPlan,
-    PlanError,
     PlanRequest,
-    SecretLeakError,
     assert_no_secret,
     build_plan,
     checkpoint_dir_for,
@@ -25,7 +23,7 @@ from verl_async_dapo.verl.profiles import (
     VersionProfile,
     profile_for_version,
 )
-from verl_async_dapo.verl.versions import VerlVersion, VersionError
+from verl_async_dapo.verl.versions import VerlVersion
 
 __all__ = [
     "PROFILE_NAMES",
@@ -33,14 +31,10 @@ __all__ = [
     "EntryPoint",
     "LaunchPlan",
     "Override",
-    "OverrideError",
-    "PlanError",
     "PlanRequest",
     "RewardLayout",
     "SchemaFacts",
-    "SecretLeakError",
     "VerlVersion",
-    "VersionError",
     "VersionProfile",
     "assert_no_secret",
     "build_plan",

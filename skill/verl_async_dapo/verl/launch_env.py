@@ -1,10 +1,12 @@
-"""The launch environment of a plan: fixed variables, proxies, SwanLab, and secret *names* (pure).
+"""The launch environment of a plan: fixed variables, the caller's plain ones, and secret *names* (pure).
 
 A plan is stored, printed and diffed, so it never holds a secret value: variables whose value is a
 secret (SwanLab API key, a proxy URL with a password) are listed by name and injected by the
-supervisor at launch time. verl itself reads SwanLab settings from the environment only
+supervisor at launch time. The caller (launching.plan_with) has already split the proxies and SwanLab's
+settings into plain values and secrets; verl itself reads SwanLab settings from the environment only
 (``SWANLAB_API_KEY``, ``SWANLAB_LOG_DIR``, ``SWANLAB_MODE``; hosts via SwanLab's own
-``SWANLAB_API_HOST``/``SWANLAB_WEB_HOST``), never from overrides (verl.md §9).
+``SWANLAB_API_HOST``/``SWANLAB_WEB_HOST``), never from overrides (verl.md §9). Here every plain value is
+checked once more: no credential-looking name, no URL with credentials.
 """
 
 from __future__ import annotations
@@ -23,11 +25,6 @@ BASE_ENV: dict[str, str] = {
     "RAY_DEDUP_LOGS": "0",
     "HYDRA_FULL_ERROR": "1",
     "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
-}
-PROXY_NAMES: dict[str, tuple[str, str]] = {
-    "http_proxy": ("http_proxy", "HTTP_PROXY"),
-    "https_proxy": ("https_proxy", "HTTPS_PROXY"),
-    "no_proxy": ("no_proxy", "NO_PROXY"),
 }
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Name parts whose value must travel as a secret, never as a plain value (SWANLAB_API_KEY, HF_TOKEN,
@@ -71,47 +68,17 @@ def _check_plain(name: str, value: str) -> None:
 class LaunchEnv:
     env: dict[str, str]
     secret_names: tuple[str, ...]
-    # Values that must never appear in the plan (checked by the plan builder; not stored).
-    secret_values: tuple[str, ...]
 
 
-def build_launch_env(
-    *,
-    swanlab_enabled: bool,
-    swanlab_env: Mapping[str, str],
-    proxy_env: Mapping[str, str | None],
-    extra_env: Mapping[str, str],
-    secret_env_names: Iterable[str],
-) -> LaunchEnv:
+def build_launch_env(*, extra_env: Mapping[str, str], secret_env_names: Iterable[str]) -> LaunchEnv:
     env = dict(BASE_ENV)
     secret_names: list[str] = [_check_name(n) for n in secret_env_names]
-    secret_values: list[str] = []
 
     def put(name: str, value: str) -> None:
         _check_plain(name, value)
         if name in env and env[name] != value:
             raise EnvError(f"{name} given twice with different values")
         env[name] = value
-
-    for raw_name, value in proxy_env.items():
-        key = raw_name.lower()
-        if key not in PROXY_NAMES:
-            raise EnvError(f"unknown proxy variable {raw_name!r}; expected one of {sorted(PROXY_NAMES)}")
-        if not value:
-            continue
-        if has_credentials(value):
-            # The supervisor injects the same value under both spellings.
-            secret_names += PROXY_NAMES[key]
-            secret_values.append(value)
-        else:
-            for name in PROXY_NAMES[key]:
-                put(name, value)
-
-    if swanlab_enabled:
-        for name, value in swanlab_env.items():
-            if not name.startswith("SWANLAB_"):
-                raise EnvError(f"{name!r} is not a SwanLab variable (expected SWANLAB_*)")
-            put(name, value)
 
     for name, value in extra_env.items():
         put(name, value)
@@ -120,4 +87,4 @@ def build_launch_env(
     clash = sorted(set(unique_secret_names) & set(env))
     if clash:
         raise EnvError(f"{', '.join(clash)} given both as a plain value and as a secret name")
-    return LaunchEnv(env=env, secret_names=unique_secret_names, secret_values=tuple(secret_values))
+    return LaunchEnv(env=env, secret_names=unique_secret_names)

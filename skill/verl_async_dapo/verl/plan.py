@@ -15,14 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from verl_async_dapo.exceptions import PlanError, SecretLeakError
+import verl_async_dapo.verl.parallel as parallel
+from verl_async_dapo.exceptions import EnvError, OverrideError, PlanError, SecretLeakError, VersionError
 from verl_async_dapo.policy import AttemptConfig
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings, check_name_text
-from verl_async_dapo.verl import parallel
 from verl_async_dapo.verl.dapo import WorkflowInput, build_workflow_overrides
 from verl_async_dapo.verl.feature_overrides import SequenceBudget, build_feature_overrides
-from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, EnvError, build_launch_env
-from verl_async_dapo.verl.overrides import Override, OverrideError, OverrideList
+from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, build_launch_env
+from verl_async_dapo.verl.overrides import Override, OverrideList
 from verl_async_dapo.verl.profiles import VersionProfile, profile_for_version
 from verl_async_dapo.verl.user_overrides import (
     CHECKPOINT_KEY,
@@ -33,7 +33,6 @@ from verl_async_dapo.verl.user_overrides import (
     parse_user_overrides,
     user_value,
 )
-from verl_async_dapo.verl.versions import VersionError
 
 SUPPORTED_ROLLOUTS = ("vllm", "sglang")
 
@@ -49,13 +48,9 @@ class PlanRequest(BaseModel):
     run_id: str
     # None: settings.experiment_name, else run_id.
     experiment_name: str | None = None
-    swanlab_enabled: bool = False
-    # Non-secret SwanLab variables (SWANLAB_MODE, SWANLAB_LOG_DIR, SWANLAB_API_HOST, SWANLAB_WEB_HOST).
-    swanlab_env: dict[str, str] = Field(default_factory=dict)
-    # Raw proxy settings by name (http_proxy/https_proxy/no_proxy, any case); URLs with credentials
-    # become secret names automatically.
-    proxy_env: dict[str, str | None] = Field(default_factory=dict)
-    # Further plain variables (already free of secrets).
+    swanlab_enabled: bool = False  # the swanlab logger in trainer.logger
+    # Plain variables (already free of secrets): the proxies without credentials and the SwanLab settings, as
+    # launching.plan_with splits them (answers.proxy_env, swanlab.launch_env).
     extra_env: dict[str, str] = Field(default_factory=dict)
     # Names of variables whose values the supervisor injects at launch (e.g. SWANLAB_API_KEY).
     secret_env_names: tuple[str, ...] = ()
@@ -173,13 +168,7 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
         ladder_values = {o.key: o.render().partition("=")[2] for o in features.overrides if o.key in ladder}
         merged = merge_overrides(tagged, parse_user_overrides(s.extra_overrides), ladder_values)
         rendered = merged.rendered
-        launch_env = build_launch_env(
-            swanlab_enabled=request.swanlab_enabled,
-            swanlab_env=request.swanlab_env,
-            proxy_env=request.proxy_env,
-            extra_env=request.extra_env,
-            secret_env_names=request.secret_env_names,
-        )
+        launch_env = build_launch_env(extra_env=request.extra_env, secret_env_names=request.secret_env_names)
     except (OverrideError, EnvError) as exc:
         raise PlanError(str(exc)) from exc
     argv = (
@@ -209,7 +198,7 @@ def build_plan(request: PlanRequest) -> LaunchPlan:
         sources=merged.sources,
         notes=(*_notes(s, profile), *par.notes, *features.notes, *merged.notes),
     )
-    secrets = [v.get_secret_value() for v in request.secret_values] + list(launch_env.secret_values)
+    secrets = [v.get_secret_value() for v in request.secret_values]
     assert_no_secret(plan, secrets)
     return plan
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from verl_async_dapo.exceptions import VersionError
 from verl_async_dapo.settings import Framework, Mode
-from verl_async_dapo.verl.versions import V, VerlVersion, VersionError
+from verl_async_dapo.verl.versions import V, VerlVersion
 
 ACTOR = "actor_rollout_ref.actor"
 

@@ -25,9 +25,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import verl_async_dapo.verl.override_policy as override_policy
+from verl_async_dapo.exceptions import OverrideError
 from verl_async_dapo.redact import redact_generic
-from verl_async_dapo.verl import override_policy
-from verl_async_dapo.verl.overrides import Override, OverrideError
+from verl_async_dapo.verl.overrides import Override
 
 MAX_OVERRIDES = 128
 MAX_OVERRIDE_CHARS = 4096

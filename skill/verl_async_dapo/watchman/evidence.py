@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.text import clean_line, split_lines, strip_ansi
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.records import JobHandle
+from verl_async_dapo.targets.base import Target
 
 LOG_TAIL_BYTES = 8 << 10
 LOG_LINES = 30

@@ -15,13 +15,14 @@ import anyio
 
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import StallConfigError, TargetError
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.outbox import Outbox
-from verl_async_dapo.records import AttemptError
+from verl_async_dapo.records import AttemptError, JobHandle
 from verl_async_dapo.status import AttemptStatus
-from verl_async_dapo.targets.base import JobHandle, Target, TargetError
+from verl_async_dapo.targets.base import Target
 from verl_async_dapo.watchman import budget, evidence
-from verl_async_dapo.watchman.stall import StallConfigError, StallSettings, StallTracker
+from verl_async_dapo.watchman.stall import StallSettings, StallTracker
 
 log = logging.getLogger("verl_async_dapo.watchman")
 

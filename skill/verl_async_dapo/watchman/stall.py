@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from verl_async_dapo.categories import CATEGORY_INFO, ErrorCategory
 from verl_async_dapo.exceptions import StallConfigError
-from verl_async_dapo.policy import AttemptConfig, Decision
+from verl_async_dapo.policy import AttemptConfig, Decision, Outcome
 
 DEFAULT_FACTOR = 5.0
 DEFAULT_MIN_SECONDS = 1200.0
@@ -109,9 +109,11 @@ def stall_decision(current: AttemptConfig, *, relaunches_so_far: int, max_retrie
     opted in and the run's one relaunch budget (shared with OOM recovery) allows; otherwise fail with the fix."""
     tips = (CATEGORY_INFO[ErrorCategory.STALLED].fix,)
     if not relaunch:
-        return Decision(False, "stalled: no progress for the stall window; the attempt was left as it is",
+        return Decision(Outcome.GIVE_UP, "stalled: no progress for the stall window; the attempt was left as it is",
                         suggestions=tips)  # fmt: skip
     if relaunches_so_far >= max_retries:
-        return Decision(False, f"stalled again after {relaunches_so_far} relaunch(es); MAX_OOM_RETRIES={max_retries} "
-                        "(the run's one relaunch budget) reached", suggestions=tips)  # fmt: skip
-    return Decision(True, "stalled: relaunching from the last checkpoint", current, ("same settings (after a stall)",))
+        return Decision(Outcome.BUDGET_EXHAUSTED, f"stalled again after {relaunches_so_far} relaunch(es); "
+                        f"MAX_OOM_RETRIES={max_retries} (the run's one relaunch budget) reached",
+                        suggestions=tips)  # fmt: skip
+    return Decision(Outcome.RELAUNCH, "stalled: relaunching from the last checkpoint", current,
+                    ("same settings (after a stall)",))

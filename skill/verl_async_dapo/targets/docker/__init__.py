@@ -17,16 +17,14 @@ import anyio
 from anyio.lowlevel import RunVar
 from docker.api import APIClient
 
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.records import JobHandle
 from verl_async_dapo.targets.base import (
     COMMAND_NOT_FOUND,
     CommandResult,
-    InvalidTargetInput,
-    JobHandle,
     JobStatus,
     Target,
-    TargetError,
     TargetKind,
-    TargetUnavailable,
     check_target_path,
     follow_tail_argv,
     launcher_argv,

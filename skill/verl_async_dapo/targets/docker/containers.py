@@ -22,15 +22,8 @@ import docker.types
 import requests.exceptions
 from docker.models.containers import Container
 
-from verl_async_dapo.targets.base import (
-    MANAGED_LABEL,
-    ContainerInfo,
-    CreateSpec,
-    TargetError,
-    TargetGone,
-    TargetKind,
-    TargetUnavailable,
-)
+from verl_async_dapo.exceptions import TargetError, TargetGone, TargetUnavailable
+from verl_async_dapo.targets.base import MANAGED_LABEL, ContainerInfo, CreateSpec, TargetKind
 from verl_async_dapo.targets.docker.create_args import (
     GPU_IDS_RE,
     create_kwargs,

@@ -17,7 +17,8 @@ from typing import Any
 from docker.api import APIClient
 from docker.utils.socket import STDERR, STDOUT, frames_iter
 
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, TargetError, check_argv, check_env
+from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, check_argv, check_env
 
 # docker exec reports a missing program as exit 126 plus this text on the output stream.
 _OCI_FAILED = b"OCI runtime exec failed"

@@ -41,17 +41,15 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.records import JobHandle
 from verl_async_dapo.targets.base import (
     COMMAND_NOT_FOUND,
     FOLLOW_DEFAULT_BYTES,
     CommandResult,
-    InvalidTargetInput,
-    JobHandle,
     JobStatus,
     Target,
-    TargetError,
     TargetKind,
-    TargetUnavailable,
     check_argv,
     check_env,
     check_target_path,

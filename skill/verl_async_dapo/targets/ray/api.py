@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from verl_async_dapo.targets.base import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetUnavailable
 from verl_async_dapo.targets.ray.auth import TOKEN_ENV, TOKEN_PATH_ENV, RayToken, find_token
 from verl_async_dapo.untrusted import quoted
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verl_async_dapo.targets.base import TargetError
+from verl_async_dapo.exceptions import TargetError
 
 TOKEN_ENV = "RAY_AUTH_TOKEN"  # noqa: S105 (a variable name, not a token)
 TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"  # noqa: S105

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from verl_async_dapo.settings import config_dir
-from verl_async_dapo.targets.base import InvalidTargetInput, TargetError
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
+from verl_async_dapo.paths import config_dir
 
 RAY_PREFIX = "ray:"
 ADDRESS_ENV = "VERL_ASYNC_DAPO_RAY_ADDRESS"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import anyio
 
-from verl_async_dapo.targets.base import ContainerInfo, TargetError, TargetKind, TargetUnavailable
+from verl_async_dapo.exceptions import TargetError, TargetUnavailable
+from verl_async_dapo.targets.base import ContainerInfo, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.api import RayAuthError
 from verl_async_dapo.targets.ray.auth import RayTokenError

@@ -8,7 +8,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from verl_async_dapo.targets.base import InvalidTargetInput, check_target_path
+from verl_async_dapo.exceptions import InvalidTargetInput
+from verl_async_dapo.targets.base import check_target_path
 from verl_async_dapo.targets.ray.api import JobInfo
 from verl_async_dapo.verl.launch_env import MIN_SECRET_LENGTH, has_credentials, looks_secret
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import anyio
 
+from verl_async_dapo.exceptions import TargetError, TargetUnavailable
 from verl_async_dapo.slurm_options import SlurmOptions, job_name_for
 from verl_async_dapo.targets.base import (
     FOLLOW_DEFAULT_BYTES,
@@ -38,9 +39,7 @@ from verl_async_dapo.targets.base import (
     InvalidTargetInput,
     JobHandle,
     JobStatus,
-    TargetError,
     TargetKind,
-    TargetUnavailable,
     check_argv,
     check_env,
     check_target_path,

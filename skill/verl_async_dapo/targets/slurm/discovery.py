@@ -6,7 +6,8 @@ import shutil
 
 import anyio
 
-from verl_async_dapo.targets.base import ContainerInfo, TargetError, TargetKind, TargetUnavailable
+from verl_async_dapo.exceptions import TargetError, TargetUnavailable
+from verl_async_dapo.targets.base import ContainerInfo, TargetKind
 from verl_async_dapo.targets.slurm import SLURM_TARGET_NAME, SlurmTarget
 from verl_async_dapo.targets.slurm.states import parse_sinfo, sbatch_words
 

@@ -13,11 +13,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
+from verl_async_dapo.exceptions import NvidiaSmiError, TargetError
 from verl_async_dapo.features import FeatureChoice, FeatureSet
 from verl_async_dapo.memory import (
     FitReport,
     ModelShape,
-    NvidiaSmiError,
     check_fit,
     estimate_from_settings,
     parse_apps_csv,
@@ -26,7 +26,7 @@ from verl_async_dapo.memory import (
 from verl_async_dapo.memory.gpus import APPS_QUERY_ARGV, GpuMemory
 from verl_async_dapo.memory.gpus import MIB as _MIB
 from verl_async_dapo.settings import Mode, TrainingSettings
-from verl_async_dapo.targets.base import Target, TargetError
+from verl_async_dapo.targets.base import Target
 
 CONFIG_MAX_BYTES = 1 << 20
 GIB = float(1 << 30)

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from verl_async_dapo.targets.base import Target, TargetError
+from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.targets.base import Target
 
 TRACKER = "latest_checkpointed_iteration.txt"
 # Checkpoint dirs probed before a relaunch: the save_freq multiples up to the last step seen (bounded).
@@ -84,7 +85,16 @@ async def inspect(target: Target, ckpt_dir: str, *, save_freq: int, last_step: i
     return CheckpointState(tracker, complete, saved, note)
 
 
-def verify(expected: dict[str, Any] | None, progress: dict[str, Any]) -> str | None:
+@dataclass(frozen=True)
+class ResumeVerdict:
+    """How a relaunch resumed against what was saved: ``lost_steps`` (0: as expected) is what a caller decides
+    on, ``message`` is what it shows."""
+
+    message: str
+    lost_steps: int = 0
+
+
+def verify(expected: dict[str, Any] | None, progress: dict[str, Any]) -> ResumeVerdict | None:
     """What the new attempt's log says about its resume, against ``expected`` (CheckpointState.to_dict of the
     attempt before). None while verl has not said yet, or when there is nothing to compare with."""
     if not expected:
@@ -95,6 +105,7 @@ def verify(expected: dict[str, Any] | None, progress: dict[str, Any]) -> str | N
     actual = int(resumed or 0)
     newest = max([*expected.get("saved_steps", []), int(expected.get("expected_step") or 0)])
     if actual >= newest:
-        return f"resumed from step {actual} as expected" if actual else None
+        return ResumeVerdict(f"resumed from step {actual} as expected") if actual else None
     lost = newest - actual
-    return f"resumed from {actual}: {lost} step{'s' if lost != 1 else ''} lost (global_step_{newest} was saved)"
+    return ResumeVerdict(f"resumed from {actual}: {lost} step{'s' if lost != 1 else ''} lost "
+                         f"(global_step_{newest} was saved)", lost)  # fmt: skip

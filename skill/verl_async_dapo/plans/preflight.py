@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from verl_async_dapo import preflight_files
+from verl_async_dapo.exceptions import NvidiaSmiError, TargetError, VersionError
 from verl_async_dapo.features import FeatureChoice
-from verl_async_dapo.memory import NvidiaSmiError, parse_gpu_csv
+from verl_async_dapo.memory import parse_gpu_csv
 from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
-from verl_async_dapo.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
-from verl_async_dapo.preflight_memory import MemoryResult, memory_checks
+from verl_async_dapo.plans import preflight_files
+from verl_async_dapo.plans.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
+from verl_async_dapo.plans.preflight_memory import MemoryResult, memory_checks
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetError, TargetKind
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
 from verl_async_dapo.targets.ray.api import RayAuthError
 from verl_async_dapo.targets.ray.auth import RayTokenError
@@ -28,7 +29,7 @@ from verl_async_dapo.targets.ray.resources import assess
 from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.verl.profiles import profile_for_version
 from verl_async_dapo.verl.user_overrides import CHECKPOINT_KEY, user_value
-from verl_async_dapo.verl.versions import VerlVersion, VersionError
+from verl_async_dapo.verl.versions import VerlVersion
 from verl_async_dapo.wording import Face, Say, Term, Text, render, setting
 
 GIB = 1 << 30
@@ -241,7 +242,7 @@ class _Preflight:
 
     async def slurm_job(self) -> None:
         """A SLURM target: the job's options against the scheduler, GPUs as the job asks for them (preflight_slurm)."""
-        from verl_async_dapo.preflight_slurm import slurm_checks
+        from verl_async_dapo.plans.preflight_slurm import slurm_checks
 
         assert isinstance(self.target, SlurmTarget)
         checks, no_gpus = await slurm_checks(self.target, self.s)

@@ -17,7 +17,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 
 WATCHDOG_ENV = "VERL_ASYNC_DAPO_WATCHDOG"
@@ -25,6 +24,9 @@ POLL_SECONDS = 1.0
 HEAL_TRIES = 60  # a store locked by another process: heal is retried (every 2 s) for about two minutes
 
 log = logging.getLogger("verl_async_dapo.watchdog")
+# The watchdog process itself (it heals the run through runs.supervision, which spawns watchdogs with this module:
+# keeping the process apart keeps that a one-way import).
+WATCHDOG_PROCESS = f"{__spec__.parent}.watchdog_process"
 
 
 def enabled(env: Mapping[str, str]) -> bool:
@@ -35,7 +37,7 @@ def spawn(run_id: str, supervisor_pid: int, env: Mapping[str, str] | None = None
     """Start the watchdog of the supervisor ``supervisor_pid``, detached, with no stdio. ``env``: the supervisor's
     (its state dir), when the caller is the process that spawned it rather than the supervisor itself."""
     subprocess.Popen(
-        [sys.executable, "-m", "verl_async_dapo.watchdog", run_id, str(supervisor_pid)],
+        [sys.executable, "-m", WATCHDOG_PROCESS, run_id, str(supervisor_pid)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         close_fds=True, env=dict(env) if env is not None else None,
     )  # fmt: skip
@@ -56,30 +58,3 @@ def alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
-
-
-def watch(run_id: str, supervisor_pid: int) -> int:
-    while alive(supervisor_pid):
-        time.sleep(POLL_SECONDS)
-    from verl_async_dapo.context import AppContext
-    from verl_async_dapo.exceptions import StoreBusy
-    from verl_async_dapo.run_lock import supervisor_alive
-    from verl_async_dapo.runs.supervision import heal
-
-    ctx = AppContext.from_environment()
-    for _ in range(HEAL_TRIES):
-        try:
-            row = ctx.store.run(run_id)
-            if row is None or row.status.is_terminal() or supervisor_alive(ctx, run_id):
-                return 0  # ended with its supervisor, or another process already healed it
-            if heal(ctx, row):
-                log.warning("run %s: supervisor %d was gone; started a new one", run_id, supervisor_pid)
-                return 0
-        except StoreBusy:
-            pass
-        time.sleep(2.0)
-    return 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(watch(sys.argv[1], int(sys.argv[2])))

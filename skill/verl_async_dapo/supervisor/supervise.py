@@ -14,12 +14,11 @@ import time
 
 import anyio
 
-from verl_async_dapo import watchdog
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
+from verl_async_dapo.exceptions import StoreBusy
 from verl_async_dapo.status import RunStatus
-from verl_async_dapo.store import StoreBusy
-from verl_async_dapo.supervisor import Supervisor
+from verl_async_dapo.supervisor import Supervisor, watchdog
+from verl_async_dapo.supervisor.run_lock import LOCK_FD_ENV, inherited_lock, lock_path, try_lock
 from verl_async_dapo.watchman.hooks import Watchman
 
 log = logging.getLogger("verl_async_dapo.supervisor")

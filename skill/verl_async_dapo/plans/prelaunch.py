@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, InvalidTargetInput, Target, TargetError, check_target_path
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
+from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, check_target_path
 
 if TYPE_CHECKING:
     from verl_async_dapo.verl import EntryPlan, LaunchPlan

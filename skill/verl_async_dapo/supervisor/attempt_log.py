@@ -17,14 +17,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from verl_async_dapo import resume_check
+import verl_async_dapo.supervisor.resume_check as resume_check
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
 from verl_async_dapo.logs.progress import ProgressParser
-from verl_async_dapo.records import AttemptError
-from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, JobHandle, Target, TargetError
+from verl_async_dapo.records import AttemptError, JobHandle
+from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, Target
 
 READ_REST_BYTES = 8 << 20  # one read_range at the end; the rest of a log is read in pieces of this size
 # The most the supervisor spends parsing one piece of log (a chunk of the stream, a read at the end): past it, the
@@ -99,12 +100,12 @@ class ProgressWriter:
         attempts = self.ctx.store.attempts(self.run_id) if attempt_n > 1 else []
         decided = attempts[attempt_n - 2].supervisor_decision if len(attempts) >= attempt_n else None
         expected = decided.checkpoint if decided else None
-        message = resume_check.verify(expected, snapshot)
-        if message and "lost" in message and self._warned != attempt_n:
+        verdict = resume_check.verify(expected, snapshot)
+        if verdict is not None and verdict.lost_steps > 0 and self._warned != attempt_n:
             self._warned = attempt_n
-            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {message}", run_id=self.run_id,
-                                     data={"attempt": attempt_n})  # fmt: skip
-        return message
+            self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {verdict.message}",
+                                     run_id=self.run_id, data={"attempt": attempt_n})  # fmt: skip
+        return verdict.message if verdict is not None else None
 
 
 def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> AttemptError | None:

@@ -20,10 +20,11 @@ from pydantic import SecretStr
 from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer, SwanlabAnswer, proxy_env
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import PlanError
 from verl_async_dapo.policy import AttemptConfig, Decision
 from verl_async_dapo.runspec import RunSpec
 from verl_async_dapo.settings import TrainingSettings
-from verl_async_dapo.verl import LaunchPlan, PlanError, PlanRequest, build_plan
+from verl_async_dapo.verl import LaunchPlan, PlanRequest, build_plan
 
 
 def default_experiment_name() -> str:

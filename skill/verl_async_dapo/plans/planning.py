@@ -16,9 +16,10 @@ from verl_async_dapo import swanlab as swanlab_cfg
 from verl_async_dapo.answers import FeaturesAnswer, ProxyAnswer
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.features import FeatureChoice, FeatureSet, parse_user_features
-from verl_async_dapo.launching import draft_spec, plan_with
+from verl_async_dapo.paths import config_dir
+from verl_async_dapo.plans.launching import draft_spec, plan_with
 from verl_async_dapo.policy import AttemptConfig, decide
-from verl_async_dapo.settings import TrainingSettings, config_dir, env_name, settings_with_values
+from verl_async_dapo.settings import TrainingSettings, env_name, settings_with_values
 
 if TYPE_CHECKING:
     from verl_async_dapo.context import AppContext
@@ -152,14 +153,12 @@ def plan_training(
     """The plan ``start_training`` would launch now with these parameters: the current session's answers where
     given (read only: nothing is stored, no secret is copied), what is still open listed under ``assumed``."""
     from verl_async_dapo.answers import ContainerAnswer, SwanlabAnswer
-    from verl_async_dapo.exceptions import UserInputError
+    from verl_async_dapo.exceptions import PlanError, UserInputError
     from verl_async_dapo.flow import Question
-    from verl_async_dapo.launching import proxy_values_of, swanlab_config_of
-    from verl_async_dapo.runs import settings_with
+    from verl_async_dapo.plans.launching import proxy_values_of, swanlab_config_of
     from verl_async_dapo.sessions import preconfigured_swanlab
-    from verl_async_dapo.verl import PlanError
 
-    settings = settings_with(ctx, params)
+    settings = settings_with_values(params)
     sid = session_id or ctx.store.current_session()
     answers = ctx.store.answers(sid) if sid else {}
     assumed: list[str] = []
@@ -193,7 +192,7 @@ def plan_training(
         version = DEFAULT_PLAN_VERSION
         assumed.append(f"verl {version}: start_training detects the version installed in the target (or pass "
                        "verl_version)")  # fmt: skip
-    from verl_async_dapo.runs import approvals
+    from verl_async_dapo.plans import approvals
 
     assumed += [f"start_training asks the user to approve: {line}" for line in approvals.pending(settings, params)]
     try:
