@@ -28,7 +28,7 @@ from verl_async_dapo.container_review import (
     creation_review,
 )
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import FeatureError, FlowError, TargetError, UserInputError
+from verl_async_dapo.exceptions import FeatureError, FlowError, SwanlabConfigError, TargetError, UserInputError
 from verl_async_dapo.features import FeatureSet
 from verl_async_dapo.flow import (
     PROMPTS,
@@ -82,7 +82,7 @@ def preconfigured_swanlab(ctx: AppContext) -> swanlab_cfg.SwanlabConfig | None:
     """SwanLab from the environment or the config file (env wins); None = the user must be asked."""
     try:
         return swanlab_cfg.resolve_configured(ctx.env, ctx.swanlab_config_file)
-    except swanlab_cfg.SwanlabConfigError as exc:
+    except SwanlabConfigError as exc:
         raise UserInputError(str(exc)) from exc
 
 
@@ -338,7 +338,7 @@ async def configure_swanlab(
     sid = _session_for(ctx, Question.SWANLAB, session_id)  # order first: "choose a container first" wins
     try:
         cfg = swanlab_cfg.session_config(mode=mode, host=host, api_key=api_key, log_dir=log_dir)
-    except (ValueError, swanlab_cfg.SwanlabConfigError) as exc:
+    except (ValueError, SwanlabConfigError) as exc:
         raise UserInputError(ctx.scrub(str(exc))) from exc
     check = await swanlab_cfg.check_key(cfg)
     if check.status in ("wrong_key", "unreachable", "error"):

@@ -123,8 +123,8 @@ def _hostile_log(tmp_path: Path) -> Path:
 
 
 def _host_run(app: AppContext, tmp_path: Path, log: Path) -> str:
-    run_id = app.store.create_run(app.store.create_session(), "host", {})
-    app.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="test")
+    run_id = app.store.create_run(app.store.create_session(), "host", run_spec("host"))
+    app.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="test")
     app.store.update_attempt(run_id, 1, status="succeeded",
                              job={"target": "host", "job_dir": str(tmp_path / "job"), "log_path": str(log)})  # fmt: skip
     app.store.update_run(run_id, status="succeeded")
@@ -185,8 +185,8 @@ def test_without_the_charts_extra_the_note_says_how_to_install_it(tmp_path: Path
                         lambda name, *a: None if name == "matplotlib" else real(name, *a))  # fmt: skip
     app = AppContext.from_environment()
     try:
-        run_id = app.store.create_run(app.store.create_session(), "host", {})
-        app.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="test")
+        run_id = app.store.create_run(app.store.create_session(), "host", run_spec("host"))
+        app.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="test")
         app.store.update_attempt(run_id, 1, status="succeeded", job={"target": "host", "job_dir": str(tmp_path / "j"),
                                                                      "log_path": str(HEALTHY)})  # fmt: skip
         png, note = anyio.run(progress_chart, app, run_id)

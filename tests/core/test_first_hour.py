@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.records import run_spec
 from verl_async_dapo import policy, runs
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
@@ -21,6 +22,7 @@ from verl_async_dapo.errors import user_facing_error
 from verl_async_dapo.exceptions import SwanlabConfigError, UserInputError
 from verl_async_dapo.features import Feature, FeatureSet
 from verl_async_dapo.policy import AttemptConfig, MemoryTweaks
+from verl_async_dapo.records import AttemptConfigRecord
 from verl_async_dapo.supervisor import run_lock
 from verl_async_dapo.swanlab.values import check_key_text
 from verl_async_dapo.wording import Face
@@ -43,8 +45,8 @@ def _supervised(ctx: AppContext, run_id: str) -> Iterator[None]:
 
 
 def _failed_run(ctx: AppContext, category: str, kind: str) -> str:
-    run_id = ctx.store.create_run(ctx.store.create_session(), "host", {"target": "host"})
-    ctx.store.add_attempt(run_id, 1, config={}, overrides=[], override_diff=[], reason="first")
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="first")
     ctx.store.end_attempt(run_id, 1, "failed", exit_code=1,
                           error={"category": category, "kind": kind, "line": 3, "excerpt": "x"})  # fmt: skip
     ctx.store.end_run(run_id, "failed", final_reason=f"{category}: …")

@@ -13,10 +13,10 @@ from verl_async_dapo.logs.progress import (
     ETA_TQDM,
     ETA_WALL,
     ProgressParser,
-    ProgressSnapshot,
     parse_metrics_line,
     parse_progress,
 )
+from verl_async_dapo.logs.snapshot import ProgressSnapshot
 from verl_async_dapo.logs.text import clean_line
 
 REAL = Path(__file__).resolve().parent / "real"

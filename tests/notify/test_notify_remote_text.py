@@ -16,9 +16,11 @@ import pytest
 from notify_services import Services
 from pydantic import SecretStr
 
+from harness.records import run_spec
 from verl_async_dapo.context import AppContext
+from verl_async_dapo.exceptions import NotifyConfigError
 from verl_async_dapo.notify import address
-from verl_async_dapo.notify.config import NotifyConfigError, Sink
+from verl_async_dapo.notify.config import Sink
 from verl_async_dapo.notify.formats import Notice, SinkKind
 from verl_async_dapo.notify.outbox import Outbox
 from verl_async_dapo.notify.send import send_now
@@ -165,7 +167,7 @@ def test_the_outbox_filters_events_per_sink(app: AppContext, svc: Services) -> N
     anyio.run(lambda: configure(app, kind="slack", url=svc.url("slack")))
     anyio.run(lambda: configure(app, kind="wecom", url=svc.url("wecom"), events="succeeded"))
     sid = app.store.create_session()
-    run_id = app.store.create_run(sid, "jins", {"target": "jins"})
+    run_id = app.store.create_run(sid, "jins", run_spec("jins"))
     app.store.add_event("info", "run_succeeded", "training finished (exit code 0)", run_id=run_id)
     app.store.add_event("error", "run_failed", "config_error", run_id=run_id)
     box = Outbox(app, run_id)

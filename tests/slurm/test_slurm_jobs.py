@@ -14,12 +14,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from harness.records import run_spec
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.plans.preflight import run_preflight
+from verl_async_dapo.records import JobHandle
 from verl_async_dapo.settings import settings_with_values
 from verl_async_dapo.slurm_options import SlurmOptions
-from verl_async_dapo.targets.base import JobHandle
 from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.targets.slurm.script import BATCH_SCRIPT
 from verl_async_dapo.watchman.hooks import Watchman
@@ -91,7 +92,7 @@ async def _ended(target: SlurmTarget, handle: JobHandle):  # type: ignore[no-unt
 async def test_a_pending_job_is_queued_not_stalled_and_scancel_ends_it(slurm_partition: str, tmp_path: Path) -> None:
     ctx = AppContext(home=tmp_path / "state", config_home=tmp_path / "config",
                      env={"VAD_STALL_MIN_SECONDS": "1", "VAD_STALL_STARTUP_SECONDS": "1"})  # fmt: skip
-    run_id = ctx.store.create_run(ctx.store.create_session(), "slurm", {})
+    run_id = ctx.store.create_run(ctx.store.create_session(), "slurm", run_spec("slurm"))
     target = SlurmTarget(SlurmOptions(extra_lines=("#SBATCH --begin=now+3600",)))
     job_dir = tmp_path / "attempt-1"
     handle = await target.start_detached(["sleep", "600"], env={}, cwd=str(tmp_path), job_dir=str(job_dir),

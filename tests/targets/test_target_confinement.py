@@ -18,7 +18,8 @@ import pytest
 from target_helpers import unique_name
 
 from verl_async_dapo import privileges
-from verl_async_dapo.targets.base import CreateSpec, InvalidTargetInput
+from verl_async_dapo.exceptions import InvalidTargetInput
+from verl_async_dapo.targets.base import CreateSpec
 from verl_async_dapo.targets.docker import DockerTarget, create_container
 
 pytestmark = pytest.mark.docker

@@ -18,8 +18,8 @@ from target_helpers import unique_name
 
 from verl_async_dapo import sessions
 from verl_async_dapo.context import AppContext
-from verl_async_dapo.exceptions import TargetUnavailable
-from verl_async_dapo.targets.base import CreateSpec, InvalidTargetInput
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetUnavailable
+from verl_async_dapo.targets.base import CreateSpec
 from verl_async_dapo.targets.docker import DockerTarget, create_args, create_container
 
 pytestmark = pytest.mark.docker

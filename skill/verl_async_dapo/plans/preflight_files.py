@@ -20,11 +20,10 @@ from typing import Literal
 
 import anyio
 
-from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.exceptions import TargetError, VersionError
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.base import Target
 from verl_async_dapo.verl.profiles import profile_for_version
-from verl_async_dapo.verl.versions import VersionError
 from verl_async_dapo.wording import Say, Text, setting
 
 Status = Literal["ok", "warning", "error"]

@@ -111,7 +111,7 @@ def resume_run(ctx: AppContext, run_id: str | None = None, *, force: bool = Fals
         raise UserInputError(f"{run.target} is busy with run {busy[0]}; stop it first, then resume {run.id}")
     attempts = ctx.store.attempts(run.id)
     error = attempts[-1].attempt_error if attempts else None
-    if run.status == "failed" and error is not None and error.category in _FUTILE and not force:
+    if run.status == RunStatus.FAILED and error is not None and error.category in _FUTILE and not force:
         why, change = _FUTILE[error.category]
         raise UserInputError(Say(
             "not resumed: run {run} failed as {cat} — {why}, so a resume would fail the same way. {change}; or, if "

@@ -39,8 +39,8 @@ from verl_async_dapo.targets.docker.containers import (
     get_client,
     list_containers,
     reset_client,
-    validate_container_name,
 )
+from verl_async_dapo.targets.docker.create_args import validate_container_name
 from verl_async_dapo.targets.docker.jobs import (
     ExecStream,
     exec_env,

@@ -16,9 +16,9 @@ import docker.types
 from docker.models.containers import Container
 
 from verl_async_dapo import privileges
-from verl_async_dapo.exceptions import TargetUnavailable
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetUnavailable
 from verl_async_dapo.privileges import Privilege
-from verl_async_dapo.targets.base import CONTAINER_NAME_RE, MANAGED_LABEL, CreateSpec, InvalidTargetInput
+from verl_async_dapo.targets.base import CONTAINER_NAME_RE, MANAGED_LABEL, CreateSpec
 from verl_async_dapo.targets.mounts import refusal as mount_refusal
 
 # distribution/reference grammar, slightly stricter: [host[:port]/]path[:tag][@digest].

@@ -31,13 +31,12 @@ from pathlib import Path
 
 import anyio
 
-from verl_async_dapo.exceptions import TargetError, TargetUnavailable
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError, TargetUnavailable
+from verl_async_dapo.records import JobHandle
 from verl_async_dapo.slurm_options import SlurmOptions, job_name_for
 from verl_async_dapo.targets.base import (
     FOLLOW_DEFAULT_BYTES,
     CommandResult,
-    InvalidTargetInput,
-    JobHandle,
     JobStatus,
     TargetKind,
     check_argv,
