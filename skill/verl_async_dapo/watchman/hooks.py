@@ -30,6 +30,10 @@ CHECK_SECONDS = 1.0
 MAX_EVIDENCE_CHARS = 16_000
 
 
+# At most this many progress_step events from one piece of the stream (a reattached supervisor's backlog).
+MAX_PROGRESS_BURST = 5
+
+
 class Watchman:
     def __init__(self, ctx: AppContext, run_id: str, target: Target, total_steps: int | None) -> None:
         self.ctx = ctx
@@ -150,14 +154,23 @@ class Watchman:
                 log.warning("could not stop the stalled attempt %d: %s", n, exc)
 
     def _maybe_progress_event(self, step: int | None, snapshot: Any) -> None:
+        """One progress_step event per multiple of every_n_steps passed. Under load (or a reattached supervisor
+        reading a backlog) several steps arrive in one piece of the stream: each multiple passed is announced, not
+        only a latest step that happens to be one (steps 1-6 at once with every 2 announced nothing but 6, or
+        nothing at all when the piece ended on step 5). A long backlog is cut to its last few."""
         every = self.outbox.config().every_n_steps
-        if not every or step is None or step < self._last_progress_step + every or step % every:
+        if not every or step is None:
             return
-        self._last_progress_step = step
+        due = list(range((self._last_progress_step // every + 1) * every, step + 1, every))[-MAX_PROGRESS_BURST:]
+        if not due:
+            return
+        self._last_progress_step = due[-1]
         metrics = snapshot.to_dict().get("metrics") or {}
         shown = {k: metrics[k] for k in ("critic/score/mean", "response_length/mean") if k in metrics}
-        self.ctx.store.add_event("info", "progress_step", f"step {step}/{self.total_steps or '?'}", run_id=self.run_id,
-                                 data={"step": step, "total": self.total_steps, "metrics": shown})  # fmt: skip
+        for passed in due:  # the metrics are the latest step's: shown only with that step
+            self.ctx.store.add_event("info", "progress_step", f"step {passed}/{self.total_steps or '?'}",
+                                     run_id=self.run_id, data={"step": passed, "total": self.total_steps,
+                                                               "metrics": shown if passed == step else {}})  # fmt: skip
         self.outbox.wake()
 
 
