@@ -49,7 +49,8 @@ _QUERY_RE = re.compile(
     r"[?&](?i:access_token|token|api[_-]?key|apikey|key|password|secret|sig|signature)=(?P<bare>[^&\s#\"']+)"
 )
 # `swanlab login -k <key>` (the short flag is too generic to mask everywhere).
-_SWANLAB_LOGIN_RE = re.compile(r"\bswanlab\s+login\b[^\n]*?\s-k\s+(?P<bare>[^\s\"']+)")
+# Bounded (a login command line, not a whole log): many "swanlab login" on one long line stay linear (issue 27 §4).
+_SWANLAB_LOGIN_RE = re.compile(r"\bswanlab\s{1,20}login\b[^\n]{0,400}?\s-k\s{1,20}(?P<bare>[^\s\"']+)")
 _JWT_RE = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}")
 # A PEM key cut off by a log tail has no END line: mask to the end.
 _PEM_RE = re.compile(
