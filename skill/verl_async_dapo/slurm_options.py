@@ -103,7 +103,8 @@ class SlurmOptions:
         if self.time_limit is not None:
             time_limit_seconds(self.time_limit)
         if self.ray is False and self.nodes > 1:
-            raise SlurmOptionError("slurm_start_ray=false needs slurm_nodes=1: several nodes only meet through Ray")
+            raise SlurmOptionError("slurm_start_ray=false needs slurm_nodes=1 (arguments of start_training): several "
+                                   "nodes only meet through Ray")
         if len(self.extra_lines) > MAX_LINES:
             raise SlurmOptionError(f"at most {MAX_LINES} extra #SBATCH lines")
         for line in self.extra_lines:

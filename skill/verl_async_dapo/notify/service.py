@@ -156,7 +156,7 @@ def _note(current: cfg.NotifyConfig, test: bool) -> str:
     if own:
         text += "; per sink: " + "; ".join(own)
     if not test:
-        text += ". Nothing was sent: pass test=true (CLI: --test) to send a test message"
+        text += ". Nothing was sent: call configure_notifications with test=true (CLI: --test) to send a test message"
     return text
 
 
