@@ -106,7 +106,7 @@ def decide(
     the rollout share stays within the room ``gpu_used_share`` (the log's "device memory used/total") leaves."""
     cat = category or ErrorCategory.UNKNOWN
     if kind == TARGET_GONE:
-        return Decision(False, f"{TARGET_GONE}: {TARGET_GONE_INFO.explanation}", suggestions=(TARGET_GONE_INFO.fix,))
+        return Decision(Outcome.GIVE_UP, f"{TARGET_GONE}: {TARGET_GONE_INFO.explanation}", suggestions=(TARGET_GONE_INFO.fix,))
     if cat not in (ErrorCategory.GPU_OOM, ErrorCategory.ROLLOUT_OOM):
         return Decision(Outcome.GIVE_UP, f"{cat.value}: {CATEGORY_INFO[cat].explanation}", suggestions=_suggestions(cat, current))
     tips = _suggestions(cat, current, kind)
