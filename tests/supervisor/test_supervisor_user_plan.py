@@ -102,7 +102,10 @@ def test_a_failed_run_resumes_from_its_last_checkpoint(cli: Cli, verl_docker: Co
 
 
 def test_a_stopped_run_resumes(cli: Cli, verl_docker: Container) -> None:
+    # 30 steps of 1 s: a stop at step 3 lands mid-run even on a loaded machine (with the default steps the run
+    # finished before the stop on a busy 2-core CI machine, and the stop found it succeeded).
     write_control(verl_docker, {"step_seconds": 1.0})
+    cli.set(TRAIN_STEPS=30)
     run_id = cli.start(verl_docker.name)["run_id"]
     cli.wait_step(run_id, 3)
     assert cli.json("stop", run_id)["status"] == "stopped", cli.explain(run_id)
