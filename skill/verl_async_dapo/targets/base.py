@@ -88,6 +88,15 @@ def check_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return dict(env or {})
 
 
+def check_job_inputs(argv: Sequence[str], env: Mapping[str, str], cwd: str, job_dir: str,
+                     log_path: str) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    """A detached job's argv, environment and paths, checked as every target's start_detached needs them."""
+    checked_argv, checked_env = check_argv(argv), check_env(env)
+    for path, what in ((cwd, "cwd"), (job_dir, "job_dir"), (log_path, "log_path")):
+        check_target_path(path, what)
+    return checked_argv, checked_env
+
+
 def launcher_argv(job_dir: str, log_path: str, argv: Sequence[str]) -> list[str]:
     """The detached launcher as an argv list: every variable part is a positional argument.
 

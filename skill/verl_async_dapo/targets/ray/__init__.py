@@ -52,6 +52,7 @@ from verl_async_dapo.targets.base import (
     TargetKind,
     check_argv,
     check_env,
+    check_job_inputs,
     check_target_path,
 )
 from verl_async_dapo.targets.ray.api import ACTIVE_STATUSES, JobInfo, RayJobsClient
@@ -168,10 +169,7 @@ class RayTarget(Target):
         job_dir: str,
         log_path: str,
     ) -> JobHandle:
-        argv = check_argv(argv)
-        env_vars = check_env(env)
-        for path, what in ((cwd, "cwd"), (job_dir, "job_dir"), (log_path, "log_path")):
-            check_target_path(path, what)
+        argv, env_vars = check_job_inputs(argv, env, cwd, job_dir, log_path)
         sid = submission_id_for(job_dir)
         entrypoint = launch_entrypoint(job_dir, log_path, cwd, argv)
         _check_no_secret_in(entrypoint, env_vars)

@@ -40,7 +40,7 @@ from verl_async_dapo.targets.base import (
     JobStatus,
     TargetKind,
     check_argv,
-    check_env,
+    check_job_inputs,
     check_target_path,
     parse_rc,
 )
@@ -139,10 +139,7 @@ class SlurmTarget(HostTarget):
         job_dir: str,
         log_path: str,
     ) -> JobHandle:
-        argv = check_argv(argv)
-        env_vars = check_env(env)
-        for path, what in ((cwd, "cwd"), (job_dir, "job_dir"), (log_path, "log_path")):
-            check_target_path(path, what)
+        argv, env_vars = check_job_inputs(argv, env, cwd, job_dir, log_path)
         if not os.path.isdir(cwd):
             raise TargetError(f"the working directory {cwd} does not exist on this login node")
         name = job_name_for(job_dir)
