@@ -172,9 +172,15 @@ def environ_has(pid: int, needle: str) -> bool:
 
 
 def supervisors(run_id: str, procs: list[Proc] | None = None) -> list[Proc]:
-    """Live ``verl_async_dapo supervise <run_id>`` processes."""
+    """Live ``verl_async_dapo supervise <run_id>`` processes.
+
+    A supervisor is spawned as the leader of its own session (``start_new_session``), so pid == pgid. Its fork
+    children (the launcher, ``nvidia-smi``, ``docker``… between fork and exec) show the same argv for a moment:
+    under load a CI run counted one of them as a second supervisor (state R, ppid the supervisor, same pgid).
+    """
     return [p for p in (procs if procs is not None else processes())
-            if "verl_async_dapo" in p.argv and "supervise" in p.argv and run_id in p.argv]  # fmt: skip
+            if "verl_async_dapo" in p.argv and "supervise" in p.argv and run_id in p.argv
+            and p.pid == p.pgid]  # fmt: skip
 
 
 def launcher_job_dir(proc: Proc) -> str | None:
