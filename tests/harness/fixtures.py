@@ -257,6 +257,28 @@ def host_verl_tree(make_host_verl_tree: Callable[[str], Path]) -> Path:
 
 
 # -- hooks -----------------------------------------------------------------------------------------------------
+# Tests that share one machine-wide thing run in one pytest-xdist worker, one after another (tests/run.sh runs the
+# suite with ``-n``): the one-node SLURM cluster, and the loopback Ray heads (each ~1 GiB and a dozen processes).
+# Every other test file is a scope of its own, so its module fixtures are made once. (A scheduler rather than
+# ``xdist_group`` marks: pytest 9.2 keeps the node id in ``_id``, and xdist 3.8's loadgroup still edits ``_nodeid``.)
+SHARED_SCOPES = {"tests/slurm/": "slurm", "tests/ray/": "ray"}
+
+
+def xdist_scope_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return next((scope for prefix, scope in SHARED_SCOPES.items() if path.startswith(prefix)), path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope_of(nodeid)
+
+    return SharedScopeScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     run_slow = os.environ.get("RUN_SLOW", "") == "1"
     for item in items:

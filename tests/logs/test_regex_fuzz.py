@@ -1,7 +1,7 @@
 """No log regex can freeze supervision (issue 27 item 4: one crafted 24 KB line kept the supervisor busy 452 s in the
 SwanLab-link regex). Every compiled pattern in ``verl_async_dapo.logs`` — found by introspecting its modules, so a
 pattern added later is covered without touching this file — and the SwanLab greeting parser get adversarial lines
-of 10 KB to 1 MB: each pattern's literal parts repeated (what makes ``.*X`` or ``[^…]*`` rescan the rest of the line
+of 10 KB to 1 MB (``PATTERN_LENGTHS``): each pattern's literal parts repeated (what makes ``.*X`` or ``[^…]*`` rescan the rest of the line
 from every occurrence), long runs of spaces, digits and ``a``, no terminator. A line fails when matching it costs more
 than ``BUDGET_FACTOR`` times a baseline measured in the same run, in the same child, right before, on a line of the same length: robust on a busy
 machine, where an absolute wall-clock limit is not. Each pattern runs in a child process that is killed once it
@@ -31,6 +31,10 @@ except ImportError:  # pragma: no cover
     import sre_parse  # type: ignore[no-redef]
 
 LENGTHS = (10_000, 100_000, 1_000_000)
+# Each pattern on its own gets 10 KB and 100 KB: the product never feeds a pattern more than a line cut to
+# 2 x MAX_LINE_CHARS (logs/text.py, logs/progress.py), and a quadratic pattern already costs 500x on 10 KB. The entry
+# points, which take raw lines and cut them, also get 1 MB; with RUN_SLOW=1 every pattern does (5x the time).
+PATTERN_LENGTHS = LENGTHS if os.environ.get("RUN_SLOW", "") == "1" else LENGTHS[:2]
 # Matching one line may cost this many times the baseline (a trivial pattern that touches every character of a line
 # of the same length). Measured here: a linear pattern costs 1-10x, the classifier's one-pass needle filter (an
 # alternation of ~120 literals, tried at every position) ~60x on a line of `a`; a quadratic one costs 500x on 10 KB
@@ -160,6 +164,7 @@ class Case:
     run: Callable[[str], object]
     parts: list[str]
     factor: float
+    lengths: tuple[int, ...] = PATTERN_LENGTHS
 
 
 def _child(case: Case, lines: list[tuple[int, str, str]], conn: Any) -> None:
@@ -172,7 +177,7 @@ def _child(case: Case, lines: list[tuple[int, str, str]], conn: Any) -> None:
 
 def check(case: Case, budgets: dict[int, float]) -> list[str]:
     """Time every adversarial line for one case in a child process; the overruns, as messages."""
-    lines = [(n, label, line) for n in LENGTHS for label, line in adversarial_lines(case.parts, n)]
+    lines = [(n, label, line) for n in case.lengths for label, line in adversarial_lines(case.parts, n)]
     parent, child = multiprocessing.Pipe(duplex=False)
     proc = multiprocessing.get_context("fork").Process(target=_child, args=(case, lines, child), daemon=True)
     proc.start()
@@ -208,12 +213,12 @@ def _cases() -> list[Case]:
     cases = [Case(name, _search(p), literal_parts(p), BUDGET_FACTOR) for name, p in sorted(all_patterns().items())]
     # The SwanLab greeting (its link was the cubic regex) and the parsers that read each line.
     greeting = ["swanlab:", " 🚀 View run ", " at", " https://swanlab.cn/@u/p/runs/r", "View project"]
-    cases.append(Case("progress.swanlab_greeting", progress.swanlab_greeting, greeting, BUDGET_FACTOR))
+    cases.append(Case("progress.swanlab_greeting", progress.swanlab_greeting, greeting, BUDGET_FACTOR, LENGTHS))
     from verl_async_dapo.logs.classify import classify
 
     every_literal = sorted({part for case in cases for part in case.parts}, key=len, reverse=True)[:12]
-    cases.append(Case("parse_progress(line)", progress.parse_progress, every_literal, ENTRY_BUDGET_FACTOR))
-    cases.append(Case("classify(line)", classify, every_literal, ENTRY_BUDGET_FACTOR))
+    cases.append(Case("parse_progress(line)", progress.parse_progress, every_literal, ENTRY_BUDGET_FACTOR, LENGTHS))
+    cases.append(Case("classify(line)", classify, every_literal, ENTRY_BUDGET_FACTOR, LENGTHS))
     return cases
 
 

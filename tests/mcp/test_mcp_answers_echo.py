@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from mcp.types import ElicitResult
 from mcp_helpers import answer_first_three, ok
 
@@ -21,6 +22,7 @@ class RecordingForm:
         return ElicitResult(action="decline")
 
 
+@pytest.mark.both_eras
 async def test_configure_swanlab_without_arguments_reports_and_changes_nothing(connect: Callable[..., Any]) -> None:
     form = RecordingForm()
     async with connect(elicitation_callback=form) as c:

@@ -16,6 +16,8 @@ import pytest
 from mcp_helpers import ok, refused
 from test_mcp_elicitation import Form
 
+pytestmark = pytest.mark.both_eras  # forms or the listed schema: what differs between eras
+
 EVIL = "data.custom_cls.path=/tmp/evil_dataset.py"
 OUTSIDE = "trainer.default_local_dir=/etc/verl-ckpt"
 

@@ -8,10 +8,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from mcp.types import ElicitResult
 from mcp_helpers import GOOD_SWANLAB_KEY, answer_first_three, ok, refused, result_text
 
 from mcp import Client
+
+pytestmark = pytest.mark.both_eras  # forms or the listed schema: what differs between eras
 
 
 class Form:

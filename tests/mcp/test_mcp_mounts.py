@@ -20,6 +20,8 @@ import pytest
 from mcp_helpers import ok, refused, result_text
 from test_mcp_elicitation import Form
 
+pytestmark = pytest.mark.both_eras  # forms or the listed schema: what differs between eras
+
 MISSING_IMAGE = "vad-test:does-not-exist"
 
 

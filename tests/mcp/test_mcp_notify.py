@@ -74,6 +74,7 @@ class Form:
         return ElicitResult(action=self.action, content=self.content if self.action == "accept" else None)  # type: ignore[arg-type]
 
 
+@pytest.mark.both_eras
 async def test_the_url_and_secret_come_from_the_users_form(connect: Callable[..., Any], svc: Services) -> None:
     form = Form("accept", {"url": svc.url("feishu"), "secret": CANARY_SECRET})
     async with connect(elicitation_callback=form) as client:
@@ -86,6 +87,7 @@ async def test_the_url_and_secret_come_from_the_users_form(connect: Callable[...
     assert [r.verdict for r in svc.of("feishu")] == ["ok"]
 
 
+@pytest.mark.both_eras
 async def test_a_declined_form_changes_nothing(connect: Callable[..., Any], svc: Services) -> None:
     async with connect(elicitation_callback=Form("decline")) as client:
         assert "declined" in await refused(client, "configure_notifications", {"kind": "slack"})

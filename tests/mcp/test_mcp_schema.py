@@ -14,6 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.both_eras  # forms or the listed schema: what differs between eras
+
 SNAPSHOT = Path(__file__).parent / "snapshots" / "tools.json"
 EXPECTED_TOOLS = [
     "list_containers",

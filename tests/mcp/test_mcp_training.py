@@ -139,6 +139,7 @@ async def _decline(_ctx: Any, _params: Any) -> ElicitResult:
     return ElicitResult(action="decline")
 
 
+@pytest.mark.both_eras
 async def test_stop_confirmed_in_the_form(connect: Callable[..., Any], training_tree: Path) -> None:
     control(training_tree, hang=True, fail_at_step=1)
     asked: list[str] = []
@@ -158,6 +159,7 @@ async def test_stop_confirmed_in_the_form(connect: Callable[..., Any], training_
         assert done["status"] == "stopped"
 
 
+@pytest.mark.both_eras
 async def test_stop_declined_in_the_form_keeps_training(connect: Callable[..., Any], training_tree: Path) -> None:
     control(training_tree, hang=True, fail_at_step=1)
     async with connect(elicitation_callback=_decline) as c:
@@ -169,6 +171,7 @@ async def test_stop_declined_in_the_form_keeps_training(connect: Callable[..., A
         assert (await ok(c, "get_progress"))["status"] in ACTIVE_RUN_STATUSES
 
 
+@pytest.mark.both_eras
 async def test_stop_without_form_support_needs_confirm(connect: Callable[..., Any], training_tree: Path) -> None:
     control(training_tree, hang=True, fail_at_step=1)
     async with connect() as c:  # no elicitation_callback: the client declares no elicitation capability
