@@ -2,6 +2,8 @@
 expected notifications at a real webhook on 127.0.0.1 (tests/notify/notify_services.py, which checks the HMAC
 signature); a hang is flagged as stalled with its evidence; a supervisor killed with a notification pending
 neither loses nor repeats it; the signing secret and the URL's token never appear in any output or state.
+Which events a run's course notifies (relaunch, failure, budget, GPU-hour cap, every N steps, a stall's relaunch)
+is decided in-process in tests/decisions/test_notify_decisions.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from docker.models.containers import Container
-from sv_helpers import Cli, cat, proc_alive, wait_until, write_control
+from sv_helpers import Cli, proc_alive, wait_until, write_control
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notify"))
 from notify_services import CANARY_SECRET, Services, services
@@ -50,62 +52,6 @@ def _no_leak(cli: Cli, run_id: str, *texts: str) -> None:
         assert CANARY_SECRET not in blob
 
 
-def test_oom_relaunch_then_success_notifies_exactly_those(cli: Cli, verl_docker: Container, hook: Services) -> None:
-    cli.set(VAD_NOTIFY_EVENTS="succeeded")
-    write_control(verl_docker, {"oom_at_step": 3, "oom_unless": ["offload"], "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    assert cli.wait_final(run_id)["status"] == "succeeded", cli.explain(run_id)
-    _wait_events(hook, cli, run_id, ["oom_recovery", "run_succeeded"])
-    oom, done = (r.json() for r in hook.of("webhook"))
-    assert oom["run_id"] == run_id and oom["target"] == verl_docker.name
-    assert oom["title"] == "[verl] gpu_oom in attempt 1: relaunching (relaunch 1 of 2)"
-    assert "+offload" in oom["text"] and oom["look_closer"] == f"verl-async-dapo errors {run_id} (MCP: check_errors run_id={run_id})"
-    assert done["title"].startswith("[verl] training finished")
-    assert len({r.headers["idempotency-key"] for r in hook.of("webhook")}) == 2
-    time.sleep(1.0)
-    assert len(hook.of("webhook")) == 2  # nothing more, nothing twice
-    _no_leak(cli, run_id, str(cli.status(run_id)), str(cli.errors(run_id)))
-
-
-def test_a_failure_notifies_the_cause_excerpt_and_suggestions(cli: Cli, verl_docker: Container,
-                                                             hook: Services) -> None:  # fmt: skip
-    write_control(verl_docker, {"fail": "config", "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    assert cli.wait_final(run_id)["status"] == "failed"
-    _wait_events(hook, cli, run_id, ["run_failed"])  # errors only: no success, no relaunch
-    failed = hook.of("webhook")[0].json()
-    assert failed["level"] == "error" and failed["text"].startswith("config_error")
-    assert "divisible" in failed["text"] and "Try: " in failed["text"]
-
-
-def test_oom_past_the_budget_notifies_the_exhausted_budget(cli: Cli, verl_docker: Container, hook: Services) -> None:
-    cli.set(MAX_OOM_RETRIES=1)
-    write_control(verl_docker, {"oom_at_step": 2, "oom_unless": [], "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    assert cli.wait_final(run_id)["status"] == "failed"
-    _wait_events(hook, cli, run_id, ["oom_recovery", "relaunch_budget_exhausted", "run_failed"])
-
-
-def test_the_gpu_hour_cap_stops_relaunches_as_an_exhausted_budget(cli: Cli, verl_docker: Container,
-                                                                   hook: Services) -> None:  # fmt: skip
-    cli.set(VAD_MAX_GPU_HOURS="0.0000001")  # spent by the first attempt's first second
-    write_control(verl_docker, {"oom_at_step": 2, "oom_unless": ["offload"], "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    status = cli.wait_final(run_id)
-    assert status["status"] == "failed" and status["attempt"] == 1, cli.explain(run_id)
-    assert status["final_reason"].startswith("GPU-hour budget reached")
-    _wait_events(hook, cli, run_id, ["relaunch_budget_exhausted", "run_failed"])
-
-
-def test_progress_every_n_steps_is_opt_in(cli: Cli, verl_docker: Container, hook: Services) -> None:
-    cli.set(VAD_NOTIFY_EVERY_N_STEPS=2)
-    write_control(verl_docker, {"step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    assert cli.wait_final(run_id)["status"] == "succeeded"
-    _wait_events(hook, cli, run_id, ["progress_step"] * 3)
-    assert [r.json()["data"]["step"] for r in hook.of("webhook")] == [2, 4, 6]
-
-
 def test_a_hang_is_flagged_stalled_with_evidence(cli: Cli, verl_docker: Container, hook: Services) -> None:
     cli.set(VAD_STALL_MIN_SECONDS=3, VAD_STALL_FACTOR=5, VAD_STALL_STARTUP_SECONDS=120)
     write_control(verl_docker, {"hang": True, "fail_at_step": 3, "step_seconds": STEP_S})
@@ -125,31 +71,6 @@ def test_a_hang_is_flagged_stalled_with_evidence(cli: Cli, verl_docker: Containe
     text = hook.of("webhook")[0].json()["text"]
     assert "no new step and no log output" in text and "Left running" in text
     assert len(hook.of("webhook")) == 1  # flagged once per silence
-
-
-def test_stall_relaunch_opt_in_resumes_from_the_checkpoint(cli: Cli, verl_docker: Container, hook: Services) -> None:
-    cli.set(VAD_STALL_MIN_SECONDS=3, VAD_STALL_STARTUP_SECONDS=120, VAD_STALL_RELAUNCH=1)
-    write_control(verl_docker, {"hang": True, "fail_at_step": 3, "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    _wait_events(hook, cli, run_id, ["run_stalled"], timeout=60)
-    write_control(verl_docker, {"step_seconds": STEP_S})  # the relaunch gets past the hang
-    status = cli.wait_final(run_id)
-    assert status["status"] == "succeeded" and status["attempt"] == 2, cli.explain(run_id)
-    assert status["resumed_from_step"] == 2 and status["stalled"] is False, cli.explain(run_id)
-    first = cli.errors(run_id)["attempts"][0]
-    assert (first["category"], first["kind"]) == ("stalled", "no_progress")
-    assert first["supervisor_action"] == "stalled: relaunching from the last checkpoint"
-    # The relaunch is told as what it is: a stall's, with nothing changed — no OOM happened (issue 26).
-    _wait_events(hook, cli, run_id, ["run_stalled", "stall_recovery"])
-    relaunch = hook.of("webhook")[1].json()
-    assert relaunch["title"] == "[verl] stalled in attempt 1: relaunching (relaunch 1 of 2)"
-    assert "same settings" in relaunch["text"] and "hit" not in relaunch["text"], relaunch["text"]
-    assert "oom_recovery" not in [e.kind for e in cli.store.events(run_id, limit=1000)]
-    # The stopped attempt prints as it dies (the stand-in, like Ray's driver, reports the SIGTERM): no recovery.
-    first_job = cli.attempts(run_id)[0].job or {}
-    assert "*** SIGTERM received" in cat(verl_docker, first_job["log_path"])
-    kinds = [e.kind for e in cli.store.events(run_id, limit=1000)]
-    assert "stall_cleared" not in kinds, kinds
 
 
 def test_a_supervisor_killed_with_a_pending_notification_neither_loses_nor_repeats_it(
@@ -188,6 +109,7 @@ def test_the_outbox_table_holds_no_secret(cli: Cli, verl_docker: Container, hook
     dump = "\n".join(db.iterdump())
     db.close()
     assert CANARY_SECRET not in dump and hook.url("webhook") not in dump
+    _no_leak(cli, run_id, str(cli.status(run_id)), str(cli.errors(run_id)))  # nor any file, log or output
 
 
 def test_killed_while_the_service_holds_the_request_it_is_resent_with_the_same_idempotency_key(

@@ -1,7 +1,7 @@
 """The same supervision on the other target kind and the other training mode: OOM recovery on the HOST target
-(no container: the stand-in tree under tmp_path is VERL_HOME, the job runs under this venv's python3), and
-one-step-off-policy in a container with its trainer/rollout GPU split kept across a relaunch (resuming FSDP
-needs the same world size, verl.md §7).
+(no container: the stand-in tree under tmp_path is VERL_HOME, the job runs under this venv's python3).
+One-step-off-policy keeping its trainer/rollout GPU split across a relaunch (resuming FSDP needs the same world
+size, verl.md §7) is decided in-process in tests/decisions/test_oom_ladder.py.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from docker.models.containers import Container
-from sv_helpers import TRACKER, Cli, cat, checkpoint_dir, last_bar, override_value, write_control
+from sv_helpers import TRACKER, Cli, checkpoint_dir, last_bar
 
 from harness.standin_files import parquet_bytes, write_model
 
@@ -53,26 +52,3 @@ def test_host_target_recovers_from_gpu_oom(cli: Cli, host_verl_tree: Path) -> No
     line = subprocess.run(["sh", "-c", 'grep "Training Progress" "$1" | tail -1', "sh", str(host_verl_tree / "train.log")],
                           capture_output=True, text=True, check=True, timeout=30).stdout  # fmt: skip
     assert last_bar(line) == (6, 6), line
-
-
-def test_one_step_off_policy_keeps_its_gpu_split_through_a_relaunch(cli: Cli, verl_docker: Container) -> None:
-    write_control(verl_docker, {"oom_at_step": 2, "oom_unless": ["offload"], "step_seconds": 0.1})
-    cli.set(MODE="one_step_off_policy", TRAINER_GPUS=2, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=4, SAVE_FREQ=1)
-    started = cli.start(verl_docker.name)
-    run_id = started["run_id"]
-    assert started["mode"] == "one_step_off_policy"
-
-    status = cli.wait_final(run_id)
-    assert status["status"] == "succeeded", cli.explain(run_id)
-    assert (status["attempt"], status["resumed_from_step"], status["step"]) == (2, 1, 4)
-
-    split = {"trainer.n_gpus_per_node": "2", "rollout.n_gpus_per_node": "1", "trainer.nnodes": "1",
-             "rollout.nnodes": "1", "actor_rollout_ref.hybrid_engine": "False"}  # fmt: skip
-    for attempt in cli.attempts(run_id):
-        assert {key: override_value(attempt, key) for key in split} == split, f"attempt {attempt.n}"
-    a1, a2 = cli.attempts(run_id)
-    assert not any("n_gpus_per_node" in line for line in a2.override_diff)  # same world size: resumable
-    assert a2.config.oom_appended == ["offload"]
-    assert a1.job is not None and a2.job is not None
-    assert "CUDA out of memory" in cat(verl_docker, a1.job["log_path"])
-    assert "(OneStepTaskRunner pid=" in cat(verl_docker, a2.job["log_path"])

@@ -57,7 +57,9 @@ LAUNCH_GRACE_SECONDS = 20.0  # a begun launch's pgid: the targets' START_TIMEOUT
 
 
 class Supervisor(AttemptWatching):
-    def __init__(self, ctx: AppContext, run_id: str) -> None:
+    def __init__(self, ctx: AppContext, run_id: str, target: Target | None = None) -> None:
+        """``target``: where the run's jobs go, instead of the one its spec names (as httpx takes a transport:
+        tests/harness/inprocess.py passes an in-process target so decisions are tested without processes)."""
         self.ctx = ctx
         self.run_id = run_id
         row = ctx.store.run(run_id)
@@ -65,7 +67,8 @@ class Supervisor(AttemptWatching):
             raise ValueError(f"unknown run {run_id}")
         self.spec = row.spec
         self.settings = self.spec.training_settings()
-        self.target: Target = get_target(self.spec.target, self.settings)  # a SLURM target submits with its options
+        # A SLURM target submits with the run's options.
+        self.target: Target = target if target is not None else get_target(self.spec.target, self.settings)
         self._launched: set[int] = set()  # attempts started by this process (not reattached)
         self._target_gone: str | None = None
         self._stop_requested = False

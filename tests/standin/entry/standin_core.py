@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from omegaconf import DictConfig, OmegaConf
 from verl_standin import standin_control, standin_failures
@@ -27,18 +27,18 @@ TREE_ROOT = Path(__file__).resolve().parents[1]
 TRACKER = "latest_checkpointed_iteration.txt"
 
 
-def verl_version() -> tuple[int, ...]:
+def verl_version(tree_root: Path = TREE_ROOT) -> tuple[int, ...]:
     try:
-        text = (TREE_ROOT / "verl" / "version" / "version").read_text(encoding="utf-8").strip()
+        text = (tree_root / "verl" / "version" / "version").read_text(encoding="utf-8").strip()
         return tuple(int(p) for p in text.split(".")[:3])
     except (OSError, ValueError):
         return (0, 0, 0)
 
 
-def runner_name(workflow: str) -> str:
+def runner_name(workflow: str, tree_root: Path = TREE_ROOT) -> str:
     if workflow == "one_step_off":
         return "OneStepTaskRunner"
-    return "DAPOTaskRunner" if verl_version() >= (0, 7, 1) else "TaskRunner"
+    return "DAPOTaskRunner" if verl_version(tree_root) >= (0, 7, 1) else "TaskRunner"
 
 
 def on_import(workflow: str) -> None:
@@ -47,24 +47,49 @@ def on_import(workflow: str) -> None:
         raise standin_failures.import_error(str(TREE_ROOT))
 
 
-def _load_control() -> Control:
+def _load_control(tree_root: Path = TREE_ROOT) -> Control:
     try:
-        return standin_control.load(TREE_ROOT)
+        return standin_control.load(tree_root)
     except (ValueError, TypeError) as exc:
         # A broken control file is a bug in the test, not a verl failure: exit 2 with a plain message.
         print(f"verl stand-in: bad control file: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(2) from exc
 
 
+class Process:
+    """What the trainer does to its own process: sleep, hang until a signal, die of SIGKILL. The stand-in as a
+    process (verl's entry modules) uses this; tests/harness/inprocess.py runs the same trainer in a thread of the
+    test process, with sleeps a stop interrupts, and a kill that ends only the thread."""
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def hang(self) -> None:
+        signal.signal(signal.SIGTERM, _sigterm_like_ray)
+        while True:  # stop making progress, like a stuck collective; only a signal ends this
+            time.sleep(3600)
+
+    def kill(self) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class Trainer:
-    def __init__(self, cfg: DictConfig, workflow: str, entry: str) -> None:
+    def __init__(self, cfg: DictConfig, workflow: str, entry: str, *, tree_root: Path = TREE_ROOT,
+                 cwd: str | None = None, process: Process | None = None, stream: TextIO | None = None) -> None:  # fmt: skip
         self.cfg = cfg
         self.workflow = workflow
-        self.ctl = _load_control()
-        pid = os.getpid()
-        runner = runner_name(workflow)
-        self.out = RayOut(runner, pid, pid + 1)
-        self.ray = standin_failures.RayContext(str(TREE_ROOT), runner, pid, pid + 1, entry)
+        self.tree_root = tree_root
+        self.cwd = cwd  # relative checkpoint dirs are under it (None: this process's working directory)
+        self.proc = process or Process()
+        self.ctl = _load_control(tree_root)
+        pid = self.proc.pid
+        runner = runner_name(workflow, tree_root)
+        self.out = RayOut(runner, pid, pid + 1, stream)
+        self.ray = standin_failures.RayContext(str(tree_root), runner, pid, pid + 1, entry)
         self.step_seconds = self.ctl.seconds_per_step
         self.resolved: Any = {}
 
@@ -81,12 +106,10 @@ class Trainer:
         """Injected failures that fire at a step (0 = start-up, after the workers are "initialised")."""
         ctl, ray = self.ctl, self.ray
         if ctl.hang and step == ctl.fail_at_step:
-            signal.signal(signal.SIGTERM, _sigterm_like_ray)
-            while True:  # stop making progress, like a stuck collective; only a signal ends this
-                time.sleep(3600)
+            self.proc.hang()
         if step == ctl.fail_at_step:
             if ctl.fail == "sigkill":
-                os.kill(os.getpid(), signal.SIGKILL)
+                self.proc.kill()
             if ctl.fail == "worker_died":
                 self.fail_with(*standin_failures.actor_died(ray))
             if ctl.fail == "nccl_timeout":
@@ -129,7 +152,7 @@ class Trainer:
         """
         pause = max(self.ctl.startup_seconds, 0.0) / 3
         self.out.driver("ray init kwargs: {'num_cpus': None, 'runtime_env': {'env_vars': {}}}", err=False)
-        time.sleep(pause)
+        self.proc.sleep(pause)
         self.out.driver(
             f"{time.strftime('%Y-%m-%d %H:%M:%S')},123\tINFO worker.py:1879 -- Started a local Ray instance. "
             "View the dashboard at 127.0.0.1:8265 "
@@ -155,9 +178,9 @@ class Trainer:
         self.out.worker("Loading weights: 100%|██████████| 26/26 [00:00<00:00, 4695.25it/s]")
         self.out.worker("Before FSDP, memory allocated (GB): 0.00, memory reserved (GB): 0.00, "
                         "device memory used/total (GB): 0.51/139.80")  # fmt: skip
-        time.sleep(pause)
+        self.proc.sleep(pause)
         self.rollout_startup()
-        time.sleep(pause)
+        self.proc.sleep(pause)
         self.check_runtime_failures(0)
         return total
 
@@ -171,7 +194,7 @@ class Trainer:
             " '--tensor_parallel_size', '1']",
             "Capturing CUDA graphs (decode, FULL): 100%|██████████| 35/35 [00:00<00:00, 254.74it/s]",
         ):
-            self.out._emit(server, text, sys.stdout)  # fmt: skip
+            self.out._emit(server, text, self.out.stdout)  # fmt: skip
 
     def check_startup_config(self) -> None:
         ctl, ray = self.ctl, self.ray
@@ -192,7 +215,7 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------------------
     def ckpt_root(self) -> Path:
         folder = str(self.get("trainer.default_local_dir", "checkpoints"))
-        return Path(folder) if os.path.isabs(folder) else Path(os.getcwd(), folder)
+        return Path(folder) if os.path.isabs(folder) else Path(self.cwd or os.getcwd(), folder)
 
     def load_checkpoint(self) -> int:
         """ray_trainer._load_checkpoint: returns the step to continue from (0 = from scratch)."""
@@ -218,7 +241,7 @@ class Trainer:
             folder = str(self.get("trainer.resume_from_path"))
             assert "global_step_" in folder, "resume ckpt must specify the global_steps"
             if not os.path.isabs(folder):
-                folder = os.path.join(os.getcwd(), folder)
+                folder = os.path.join(self.cwd or os.getcwd(), folder)
         self.out.runner(f"Load from checkpoint folder: {folder}")
         step = int(folder.split("global_step_")[-1])
         self.out.runner(f"Setting global step to {step}")
@@ -239,7 +262,7 @@ class Trainer:
         if self.ctl.skip_tracker or truthy(self.get("actor_rollout_ref.actor.checkpoint.async_save", False)):
             self.out.runner("skip write latest_checkpointed_iteration.txt when async_save is True")  # verl #7952
             return
-        tmp = root / f".{TRACKER}.{os.getpid()}.tmp"
+        tmp = root / f".{TRACKER}.{self.proc.pid}.tmp"
         tmp.write_text(str(step), encoding="utf-8")
         os.replace(tmp, root / TRACKER)
 
@@ -316,7 +339,7 @@ class Trainer:
         step += 1
         while step <= total:
             started = time.monotonic()
-            time.sleep(self.step_seconds)
+            self.proc.sleep(self.step_seconds)
             self.check_runtime_failures(step)
             is_last = step >= total
             metrics = self.step_metrics(step, (step - 1) // per_epoch, time.monotonic() - started)
@@ -343,18 +366,24 @@ def run(cfg: DictConfig, workflow: str, entry: str) -> None:
     Trainer(cfg, workflow, entry).fit()
 
 
-def _sigterm_like_ray(signum: int, frame: object) -> None:
-    """What Ray's driver prints when SIGTERM ends a hung run (glog's failure handler), then dies of the signal.
+def sigterm_lines(pid: int) -> str:
+    """What Ray's driver prints when SIGTERM ends a hung run (glog's failure handler).
 
     verl 0.9.1 / Ray 2.60 on the H200, the driver blocked in ray.get (bench/gpu/results/hang/attempt1.log):
     ``[2026-12-01 14:46:53,387 E 849 849] logging.cc:474: *** SIGTERM received at time=1796136413 on cpu 10 ***``
     """
-    pid, now = os.getpid(), time.time()
+    now = time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f",{int(now * 1000) % 1000:03d}"
     head = f"[{stamp} E {pid} {pid}] logging.cc:474:"
-    sys.stdout.write(f"{head} *** SIGTERM received at time={int(now)} on cpu 0 ***\n"
-                     f"{head} PC: @     0x7f8affc98e51  (unknown)  (unknown)\n"
-                     f"{head}     @     0x7f8afd280b3f       1184  ray::core::GetRequest::Wait()\n")  # fmt: skip
+    return (f"{head} *** SIGTERM received at time={int(now)} on cpu 0 ***\n"
+            f"{head} PC: @     0x7f8affc98e51  (unknown)  (unknown)\n"
+            f"{head}     @     0x7f8afd280b3f       1184  ray::core::GetRequest::Wait()\n")  # fmt: skip
+
+
+def _sigterm_like_ray(signum: int, frame: object) -> None:
+    """Ray's lines for the SIGTERM (``sigterm_lines``), then death by the signal."""
+    pid = os.getpid()
+    sys.stdout.write(sigterm_lines(pid))
     sys.stdout.flush()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(pid, signal.SIGTERM)

@@ -26,10 +26,19 @@ def concat_dict_to_str(data: dict[str, Any], step: int) -> str:
 class RayOut:
     """Prints as the Ray driver does: actor output carries ``(ClassName pid=N)`` on every forwarded line."""
 
-    def __init__(self, runner: str, runner_pid: int, worker_pid: int) -> None:
+    def __init__(self, runner: str, runner_pid: int, worker_pid: int, stream: TextIO | None = None) -> None:
         self.runner_name = runner
         self.runner_pid = runner_pid
         self.worker_pid = worker_pid
+        self.stream = stream  # one stream for both (a log file, as a launcher's 2>&1 makes it); None: stdout/stderr
+
+    @property
+    def stdout(self) -> TextIO:
+        return self.stream or sys.stdout
+
+    @property
+    def stderr(self) -> TextIO:
+        return self.stream or sys.stderr
 
     @staticmethod
     def _emit(prefix: str, text: str, stream: TextIO) -> None:
@@ -38,13 +47,13 @@ class RayOut:
         stream.flush()
 
     def runner(self, text: str, err: bool = False) -> None:
-        self._emit(f"({self.runner_name} pid={self.runner_pid}) ", text, sys.stderr if err else sys.stdout)
+        self._emit(f"({self.runner_name} pid={self.runner_pid}) ", text, self.stderr if err else self.stdout)
 
     def worker(self, text: str, err: bool = False) -> None:
-        self._emit(f"(WorkerDict pid={self.worker_pid}) ", text, sys.stderr if err else sys.stdout)
+        self._emit(f"(WorkerDict pid={self.worker_pid}) ", text, self.stderr if err else self.stdout)
 
     def driver(self, text: str, err: bool = True) -> None:
-        self._emit("", text, sys.stderr if err else sys.stdout)
+        self._emit("", text, self.stderr if err else self.stdout)
 
     def runner_pprint(self, obj: Any) -> None:
         """verl pprints dicts and f-strings; a long string comes out as a parenthesised run of fragments."""
@@ -104,8 +113,9 @@ class ProgressBar:
 
     def _render(self) -> None:
         glued = self.glue_from is not None and self.n + 1 >= self.glue_from
-        sys.stderr.write(f"({self.out.runner_name} pid={self.out.runner_pid}) \r{self.line()}{'' if glued else chr(10)}")
-        sys.stderr.flush()
+        stream = self.out.stderr
+        stream.write(f"({self.out.runner_name} pid={self.out.runner_pid}) \r{self.line()}{'' if glued else chr(10)}")
+        stream.flush()
 
     def update(self, count: int = 1) -> None:
         self.n += count
