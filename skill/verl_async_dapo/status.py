@@ -3,6 +3,7 @@ tables in the manner of supervisord's process states: each status lists the stat
 
     run:      starting → running ⇄ retrying → succeeded | failed | stopped
     attempt:  launching → running → succeeded | failed | stopped;  launching → rejected | abandoned (never ran)
+    delivery: pending → pending (a retry later) | sent | failed      (a notification to one sink)
 
 The store refuses every other change (``Store.update_run`` / ``update_attempt``: ``check_transition``) and stamps
 ``ended_at`` when a terminal status is entered. A terminal status has no way out, with one exception kept apart
@@ -53,6 +54,17 @@ class AttemptStatus(_Status):
 
     def is_terminal(self) -> bool:
         return self in _TERMINAL_ATTEMPT
+
+
+class DeliveryStatus(_Status):
+    """One notification to one sink (the outbox, notify/outbox.py): owed, delivered, or given up on."""
+
+    PENDING = "pending"  # owed: tried at next_at (again after a failure the sink may recover from)
+    SENT = "sent"  # the sink answered
+    FAILED = "failed"  # given up: no retry can help, or the tries ran out
+
+    def is_terminal(self) -> bool:
+        return self is not DeliveryStatus.PENDING
 
 
 # Legal transitions per status. Why each edge exists:

@@ -24,6 +24,7 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.notify import config as notify_config
 from verl_async_dapo.notify.events import render, wanted
 from verl_async_dapo.notify.send import SendResult, send
+from verl_async_dapo.status import DeliveryStatus
 
 log = logging.getLogger("verl_async_dapo.notify")
 
@@ -90,7 +91,7 @@ class Outbox:
         sink = self.config().sink(sink_name)
         event = store.event(event_id)
         if sink is None or event is None:
-            store.outbox_mark(event_id, sink_name, status="failed", tries=tries, next_at=time.time(),
+            store.outbox_mark(event_id, sink_name, status=DeliveryStatus.FAILED, tries=tries, next_at=time.time(),
                               answer="the sink is no longer configured")  # fmt: skip
             return 0
         run = store.run(self.run_id)
@@ -105,12 +106,14 @@ class Outbox:
         answer = self.ctx.scrub(result.answer)
         tries += 1
         if result.ok:
-            store.outbox_mark(event_id, sink_name, status="sent", tries=tries, next_at=time.time(), answer=answer)
+            store.outbox_mark(event_id, sink_name, status=DeliveryStatus.SENT, tries=tries, next_at=time.time(),
+                              answer=answer)  # fmt: skip
             log.info("event %d (%s) sent to %s: %s", event_id, event.kind, sink_name, answer)
             return 1
         give_up = not result.retry or tries >= MAX_TRIES
-        store.outbox_mark(event_id, sink_name, status="failed" if give_up else "pending", tries=tries,
-                          next_at=time.time() + backoff(tries), answer=answer)  # fmt: skip
+        status = DeliveryStatus.FAILED if give_up else DeliveryStatus.PENDING
+        store.outbox_mark(event_id, sink_name, status=status, tries=tries, next_at=time.time() + backoff(tries),
+                          answer=answer)  # fmt: skip
         log.warning("event %d (%s) to %s failed (try %d%s): %s", event_id, event.kind, sink_name, tries,
                     ", giving up" if give_up else "", answer)  # fmt: skip
         return 0

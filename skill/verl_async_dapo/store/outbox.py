@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from verl_async_dapo.status import DeliveryStatus
 from verl_async_dapo.store.db import Database
 
 __all__ = ["OutboxRow", "OutboxStore"]
@@ -20,11 +21,16 @@ class OutboxRow:
     event_id: int
     sink: str
     run_id: str | None
-    status: str  # pending | sent | failed
+    status: DeliveryStatus
     tries: int
     next_at: float
     sent_at: float | None
     answer: str | None
+
+    @classmethod
+    def of(cls, row: tuple) -> OutboxRow:  # type: ignore[type-arg]
+        event_id, sink, run_id, status, *rest = row
+        return cls(event_id, sink, run_id, DeliveryStatus(status), *rest)
 
 
 class OutboxStore(Database):
@@ -44,28 +50,29 @@ class OutboxStore(Database):
     def outbox_due(self, run_id: str | None, now: float, limit: int = 50) -> list[OutboxRow]:
         rows = self._query(
             """SELECT event_id, sink, run_id, status, tries, next_at, sent_at, answer FROM notify_outbox
-               WHERE run_id IS ? AND status='pending' AND next_at<=? ORDER BY event_id, sink LIMIT ?""",
-            (run_id, now, limit),
+               WHERE run_id IS ? AND status=? AND next_at<=? ORDER BY event_id, sink LIMIT ?""",
+            (run_id, DeliveryStatus.PENDING.value, now, limit),
         )
-        return [OutboxRow(*r) for r in rows]
+        return [OutboxRow.of(r) for r in rows]
 
     def outbox_rows(self, run_id: str | None = None) -> list[OutboxRow]:
         sql = "SELECT event_id, sink, run_id, status, tries, next_at, sent_at, answer FROM notify_outbox"
         rows = (self._query(sql + " ORDER BY event_id, sink") if run_id is None
                 else self._query(sql + " WHERE run_id=? ORDER BY event_id, sink", (run_id,)))  # fmt: skip
-        return [OutboxRow(*r) for r in rows]
+        return [OutboxRow.of(r) for r in rows]
 
     def outbox_pending(self, run_id: str | None) -> int:
-        rows = self._query("SELECT COUNT(*) FROM notify_outbox WHERE run_id IS ? AND status='pending'", (run_id,))
+        rows = self._query("SELECT COUNT(*) FROM notify_outbox WHERE run_id IS ? AND status=?",
+                           (run_id, DeliveryStatus.PENDING.value))  # fmt: skip
         return int(rows[0][0])
 
-    def outbox_mark(self, event_id: int, sink: str, *, status: str, tries: int, next_at: float,
+    def outbox_mark(self, event_id: int, sink: str, *, status: DeliveryStatus, tries: int, next_at: float,
                     answer: str) -> None:  # fmt: skip
-        """After a send: 'sent' (answered), 'pending' again with a later next_at, or 'failed' (gave up)."""
-        sent_at = time.time() if status == "sent" else None
+        """After a send: sent (answered), pending again with a later next_at, or failed (gave up)."""
+        sent_at = time.time() if status is DeliveryStatus.SENT else None
         with self.transaction() as conn:
             conn.execute(
                 """UPDATE notify_outbox SET status=?, tries=?, next_at=?, sent_at=?, answer=?
                    WHERE event_id=? AND sink=?""",
-                (status, tries, next_at, sent_at, answer[:500], event_id, sink),
+                (DeliveryStatus(status).value, tries, next_at, sent_at, answer[:500], event_id, sink),
             )
