@@ -16,6 +16,7 @@ from mcp_helpers import ok
 from harness.records import run_spec
 from mcp import Client
 from verl_async_dapo.server import mcp
+from verl_async_dapo.server.push import PUSH_SECONDS
 from verl_async_dapo.store import Store
 
 
@@ -76,6 +77,6 @@ async def test_nothing_is_pushed_before_any_tool_call() -> None:
     async with Client(mcp, mode="legacy", logging_callback=on_log):
         store, run_id = _run(Path(os.environ["VERL_ASYNC_DAPO_HOME"]))
         store.add_event("error", "run_failed", "boom", run_id=run_id)
-        await anyio.sleep(2.5)
+        await anyio.sleep(2.5 * PUSH_SECONDS)  # the pusher's polls: two and a half find nothing to push
         store.close()
     assert logs == []

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import anyio
 import pytest
 
 from harness.standin_files import parquet_bytes, write_model
+from harness.waiting import wait_until
 from verl_async_dapo import runs
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES
@@ -117,7 +117,7 @@ def run_dir(tree: Path, run_id: str) -> str:
 def wait_final(run_id: str) -> str:
     """The run's final status; the test fails with describe() when it does not end in time."""
     try:
-        wait_for(lambda: run_row(run_id).status in FINAL, RUN_TIMEOUT_S, f"run {run_id} to end")
+        wait_until(lambda: run_row(run_id).status in FINAL, f"run {run_id} to end", RUN_TIMEOUT_S, interval=0.3)
     except AssertionError:
         pytest.fail(describe(run_id))
     return run_row(run_id).status
@@ -139,17 +139,6 @@ def attempts(run_id: str) -> list[Any]:
         return ctx.store.attempts(run_id)
     finally:
         ctx.close()
-
-
-def wait_for(predicate: Any, timeout: float, what: str, interval: float = 0.3) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
 
 
 def describe(run_id: str) -> str:

@@ -25,9 +25,9 @@ from ray_helpers import (
     start,
     stop_active_runs,
     wait_final,
-    wait_for,
 )
 
+from harness.waiting import wait_until
 from verl_async_dapo.targets.ray import submission_id_for
 from verl_async_dapo.targets.ray.api import RayJobsClient
 
@@ -102,20 +102,20 @@ def test_a_restarted_supervisor_reattaches_without_resubmitting_and_stop_ends_th
         sid = rows[-1].job["exec_id"] if rows and rows[-1].status == "running" and rows[-1].job else None
         return sid if sid and f"step:{step} ".encode() in client.logs(sid) else None
 
-    sid = wait_for(lambda: job_at_step(1), 60, "attempt 1 to reach step 1")
+    sid = wait_until(lambda: job_at_step(1), "attempt 1 to reach step 1", 60, interval=0.3)
     pid = run_row(run_id).supervisor_pid
     assert pid, describe(run_id)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     assert b"supervise" in cmdline and run_id.encode() in cmdline  # only ever our own supervisor
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not _alive(pid), 10, "the supervisor to die")
+    wait_until(lambda: not _alive(pid), "the supervisor to die", 10, interval=0.3)
 
     # Any read heals: a new supervisor starts and reattaches to the same Ray job...
     healed = cli("status", run_id, "--json")
     assert healed.returncode == 0, healed.stderr
-    wait_for(lambda: run_row(run_id).supervisor_pid not in (None, pid), 30, "a new supervisor")
+    wait_until(lambda: run_row(run_id).supervisor_pid not in (None, pid), "a new supervisor", 30, interval=0.3)
     # ...and follows it: progress it parsed itself, past where the old one died.
-    wait_for(lambda: ((run_row(run_id).progress or {}).get("step") or 0) >= 5, 60, "progress from the new supervisor")
+    wait_until(lambda: ((run_row(run_id).progress or {}).get("step") or 0) >= 5, "progress from the new supervisor", 60, interval=0.3)
     assert [a.n for a in attempts(run_id)] == [1]
     assert [j.submission_id for j in jobs_under(ray_head.address, run_dir(tree, run_id))] == [sid]
 

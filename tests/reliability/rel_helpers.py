@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -382,18 +382,6 @@ class StdioServer:
 def _alive(pid: int) -> bool:
     stat = _read(f"/proc/{pid}/stat")
     return bool(stat) and stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")  # type: ignore[index]
-
-
-def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.2) -> Any:
-    """Poll ``fn`` until truthy; AssertionError naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def end_runs(run_ids: Iterator[str] | list[str]) -> int:

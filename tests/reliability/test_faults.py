@@ -36,11 +36,11 @@ from rel_helpers import (
     prepare_host_tree,
     record,
     result_text,
-    wait_for,
 )
 
 from harness.fixtures import TEST_LABEL, unavailable
 from harness.standin_files import put_tree
+from harness.waiting import wait_until
 from mcp import Client, MCPError
 from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
@@ -72,7 +72,7 @@ class SecondDaemon:
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                      start_new_session=True)  # fmt: skip
         log.close()
-        wait_for(self.answers, "the second dockerd to answer", timeout=60, interval=0.25)
+        wait_until(self.answers, "the second dockerd to answer", timeout=60, interval=0.25)
 
     def answers(self) -> bool:
         try:
@@ -145,7 +145,7 @@ def _kill_leftover_daemon() -> None:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes()
         if b"dockerd" in argv and str(D2_SOCK).encode() in argv:
             os.kill(pid, signal.SIGTERM)
-            wait_for(lambda: not Path(f"/proc/{pid}").exists(), "the leftover dockerd to exit", timeout=60)
+            wait_until(lambda: not Path(f"/proc/{pid}").exists(), "the leftover dockerd to exit", timeout=60)
 
 
 def _env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:

@@ -89,9 +89,12 @@ async def _ended(target: SlurmTarget, handle: JobHandle):  # type: ignore[no-unt
     return None if status.running else status
 
 
+WINDOW_S = 1  # the stall window of the pending-job test
+
+
 async def test_a_pending_job_is_queued_not_stalled_and_scancel_ends_it(slurm_partition: str, tmp_path: Path) -> None:
     ctx = AppContext(home=tmp_path / "state", config_home=tmp_path / "config",
-                     env={"VAD_STALL_MIN_SECONDS": "1", "VAD_STALL_STARTUP_SECONDS": "1"})  # fmt: skip
+                     env={"VAD_STALL_MIN_SECONDS": str(WINDOW_S), "VAD_STALL_STARTUP_SECONDS": str(WINDOW_S)})  # fmt: skip
     run_id = ctx.store.create_run(ctx.store.create_session(), "slurm", run_spec("slurm"))
     target = SlurmTarget(SlurmOptions(extra_lines=("#SBATCH --begin=now+3600",)))
     job_dir = tmp_path / "attempt-1"
@@ -100,7 +103,7 @@ async def test_a_pending_job_is_queued_not_stalled_and_scancel_ends_it(slurm_par
     watchman = Watchman(ctx, run_id, target, 10)
     watchman.attempt_started(1, handle)
     try:
-        await anyio.sleep(1.2)
+        await anyio.sleep(1.2 * WINDOW_S)  # past the stall window
         await watchman._check_stall()  # silent past the window, but PENDING: a phase, not a hang
         assert "run_stalled" not in [e.kind for e in ctx.store.events(run_id)]
         assert (job_dir / "env").exists()  # pending: the job has not read its environment yet
@@ -108,7 +111,7 @@ async def test_a_pending_job_is_queued_not_stalled_and_scancel_ends_it(slurm_par
         status = await target.job_status(handle)
         assert (status.running, status.scheduler_state) == (False, "CANCELLED")
         assert not (job_dir / "env").exists()  # never started, so the target deletes what the script would have
-        await anyio.sleep(1.2)
+        await anyio.sleep(1.2 * WINDOW_S)  # past the stall window
         await watchman._check_stall()  # the same silence of a job that is not queued is reported
         assert "run_stalled" in [e.kind for e in ctx.store.events(run_id)]
     finally:

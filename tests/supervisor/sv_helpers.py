@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +25,7 @@ from docker.models.containers import Container
 
 from harness.fixtures import exec_argv
 from harness.standin_files import parquet_bytes, put_tree, write_model
+from harness.waiting import wait_until
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 from verl_async_dapo.store import AttemptRow, RunRow, Store
 
@@ -50,20 +50,6 @@ _PASSTHROUGH = ("HOME", "LANG", "LC_ALL", "TMPDIR", "DOCKER_HOST", "DOCKER_CONFI
 
 # Progress bar as verl's tqdm prints it (verl.md §8): "Training Progress:  50%|█████     | 3/6 [...]".
 _BAR_RE = re.compile(r"Training Progress:.*?\|\s*(\d+)/(\d+)\s*\[")
-
-
-def wait_until(fn: Callable[[], T | None], what: str, timeout: float = RUN_DEADLINE_S,
-               explain: Callable[[], str] | None = None) -> T:  # fmt: skip
-    """Poll ``fn`` until it returns something truthy; fail with ``what`` (and ``explain()``) at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = f"\n{explain()}" if explain else ""
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{detail}")
-        time.sleep(POLL_S)
 
 
 @dataclass

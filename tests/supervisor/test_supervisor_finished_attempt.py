@@ -16,7 +16,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from sv_helpers import RUN_DEADLINE_S, Cli, prepare_host_tree, proc_alive, wait_until
+from sv_helpers import RUN_DEADLINE_S, Cli, prepare_host_tree, proc_alive
+
+from harness.waiting import wait_until
 
 
 def _freeze_then_kill_after_the_job_ended(cli: Cli, run_id: str) -> Path:

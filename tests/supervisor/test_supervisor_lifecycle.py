@@ -20,9 +20,10 @@ from sv_helpers import (
     proc_alive,
     processes,
     trainers,
-    wait_until,
     write_control,
 )
+
+from harness.waiting import wait_until
 
 LONG_STEP_S = 0.3
 LONG_STEPS = 40  # ~12 s of training: long enough to kill things mid-run, short enough for the suite

@@ -18,10 +18,14 @@ from pathlib import Path
 
 import pytest
 from docker.models.containers import Container
-from sv_helpers import Cli, proc_alive, wait_until, write_control
+from sv_helpers import Cli, proc_alive, write_control
+
+from harness.waiting import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notify"))
 from notify_services import CANARY_SECRET, Services, services
+
+from verl_async_dapo.notify.outbox import POLL_SECONDS
 
 STEP_S = 0.1
 
@@ -94,7 +98,7 @@ def test_a_supervisor_killed_with_a_pending_notification_neither_loses_nor_repea
     cli.status(run_id)
     wait_until(lambda: cli.store.outbox_rows(run_id)[0].status == "sent" or None, "the pending notification", 30,
                lambda: cli.explain(run_id))  # fmt: skip
-    time.sleep(1.0)
+    time.sleep(2 * POLL_SECONDS)  # two outbox polls after the send: a repeat would have gone by now
     ok = [r for r in hook.of("webhook") if r.verdict == "ok"]
     assert [r.json()["event"] for r in ok] == ["run_failed"], cli.explain(run_id)
     assert [(r.status, r.tries) for r in cli.store.outbox_rows(run_id)] == [("sent", 2)]

@@ -88,7 +88,9 @@ def test_the_final_progress_is_written_even_when_the_store_was_locked_at_that_mo
     import os
     import signal
 
-    from sv_helpers import prepare_host_tree, wait_until
+    from sv_helpers import prepare_host_tree
+
+    from harness.waiting import wait_until
 
     # 0.3 s steps, 12 of them: at 6 the run could end before the freeze on a loaded machine. Timing-dependent
     # on the old code: it lost the final progress 2 of 2 (6 steps), 1 of 2 (12 steps), 0 of 4 at 0.6 s steps.

@@ -12,7 +12,9 @@ import signal
 import time
 from pathlib import Path
 
-from sv_helpers import Cli, prepare_host_tree, proc_alive, wait_until
+from sv_helpers import Cli, prepare_host_tree, proc_alive
+
+from harness.waiting import wait_until
 
 
 def test_a_killed_supervisor_is_restarted_by_its_watchdog_and_recovers_an_oom(cli: Cli, host_verl_tree: Path) -> None:
