@@ -33,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from standin.entry.standin_yaml import libyaml_for_omegaconf
 from verl_async_dapo.plans import prelaunch
 from verl_async_dapo.records import JobHandle
 from verl_async_dapo.targets.base import CommandResult, JobStatus, check_target_path
@@ -44,47 +45,16 @@ from verl_async_dapo.targets.host import HostTarget
 _HYDRA = threading.Lock()
 
 
-def _c_yaml_loader() -> Any:
-    """OmegaConf's YAML loader (``omegaconf._utils.get_yaml_loader``) on libyaml's C parser: the same resolvers and
-    constructors, the same duplicate-key refusal. verl's config tree is ~150 YAML files; with PyYAML's pure-Python
-    scanner one compose costs ~0.5 s of CPU, most of an in-process decision test."""
-    import yaml
-    from omegaconf import _utils
-
-    python_loader = _utils.get_yaml_loader()
-
-    class OmegaConfCLoader(yaml.CSafeLoader):  # type: ignore[misc, name-defined]
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            keys: set[str] = set()
-            for key_node, _ in node.value:
-                if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
-                    continue
-                if key_node.value in keys:
-                    raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
-                                                            f"found duplicate key {key_node.value}", key_node.start_mark)
-                keys.add(key_node.value)
-            return super().construct_mapping(node, deep=deep)
-
-    OmegaConfCLoader.yaml_implicit_resolvers = python_loader.yaml_implicit_resolvers
-    OmegaConfCLoader.yaml_constructors = dict(python_loader.yaml_constructors)
-    return OmegaConfCLoader
-
-
 @contextlib.contextmanager
 def _hydra_in(cwd: str | None) -> Iterator[None]:
-    from omegaconf import _utils
-
-    with _HYDRA:
-        saved, saved_loader = os.getcwd(), _utils.get_yaml_loader
-        loader = _c_yaml_loader()
-        _utils.get_yaml_loader = lambda: loader
+    with _HYDRA, libyaml_for_omegaconf():
+        saved = os.getcwd()
         if cwd:
             os.chdir(cwd)
         try:
             yield
         finally:
             os.chdir(saved)
-            _utils.get_yaml_loader = saved_loader
 POLL_S = 0.02
 _CHECKS: dict[tuple[str | None, ...], CommandResult] = {}  # InProcessTarget._checked
 # What differs between two runs of the same plan: the run's id (store.new_id) and the experiment name's start stamp.
@@ -202,7 +172,8 @@ class InProcessTarget(HostTarget):
         args = list(argv)
         self.commands.append(args)
         if args[:2] == ["python3", "-c"] and args[2] in (prelaunch.COMPOSE_SCRIPT, prelaunch.COMPOSE_MANY_SCRIPT):
-            return self._checked(args[2], args[3:], cwd)
+            # In a worker thread, as a subprocess would be: the event loop goes on following logs meanwhile.
+            return await anyio.to_thread.run_sync(self._checked, args[2], args[3:], cwd)
         if args[:3] == ["ln", "-sfn", "--"]:
             link = args[4]
             with contextlib.suppress(FileNotFoundError):
@@ -260,12 +231,15 @@ class InProcessTarget(HostTarget):
         entry = _parse_entry(argv, cwd)
         workflow, entry_name = _workflow(entry.module)
         standin = _standin(self.tree)
-        try:
+        def composed() -> Any:
             with _hydra_in(cwd):
                 from hydra import compose, initialize_config_dir
 
                 with initialize_config_dir(config_dir=entry.config_dir, version_base=None):
-                    cfg = compose(config_name=entry.config_name, overrides=entry.overrides)
+                    return compose(config_name=entry.config_name, overrides=entry.overrides)
+
+        try:
+            cfg = await anyio.to_thread.run_sync(composed)
         except Exception as exc:  # Hydra refused the overrides: what @hydra.main prints, exit 1
             self._finish(job, f"{exc}\n\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n", 1)
             Path(job_dir, "pgid").write_text(str(job.pgid))

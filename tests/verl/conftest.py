@@ -6,15 +6,24 @@ Trees are built by tests/standin/make_tree.py from verl wheels downloaded once i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from verl_compose import make_tree_module
 
+from standin.entry.standin_yaml import libyaml_for_omegaconf
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "downloads: downloads verl wheels from PyPI once (cached)")
+
+
+@pytest.fixture(autouse=True)
+def _libyaml() -> Iterator[None]:
+    """Hydra reads verl's ~150 YAML files per compose: on libyaml (tests/standin/entry/standin_yaml.py), ~4x less CPU."""
+    with libyaml_for_omegaconf():
+        yield
 
 
 @pytest.fixture(scope="session")

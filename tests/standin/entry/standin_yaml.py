@@ -1,0 +1,54 @@
+"""OmegaConf's YAML loader on libyaml's C parser: for the verl stand-in's own Hydra, and for the tests that compose
+verl's configs in the test process (tests/harness/inprocess.py, tests/verl).
+
+verl's config tree is ~150 YAML files and every Hydra compose reads them again; with PyYAML's pure-Python scanner
+one compose costs ~0.5 s of CPU (profiled: most of it in ``yaml.scanner``), and the suite composes hundreds. The
+loader here is OmegaConf's own (``omegaconf._utils.get_yaml_loader``) with the C parser underneath: the same implicit
+resolvers (its float rule, no timestamps), the same constructors, the same duplicate-key refusal.
+tests/verl/test_verl_fast_yaml.py checks that it reads every YAML file of the verl trees exactly as OmegaConf does.
+Only the test double and the test process use it: the product composes inside the target, with verl's own Hydra.
+Self-contained (yaml and omegaconf only): the stand-in trees carry it as ``verl_standin/standin_yaml.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+
+def c_yaml_loader() -> Any:
+    import yaml
+    from omegaconf import _utils
+
+    python_loader = _utils.get_yaml_loader()
+
+    class OmegaConfCLoader(yaml.CSafeLoader):  # type: ignore[misc, name-defined]
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            keys: set[str] = set()
+            for key_node, _ in node.value:
+                if key_node.tag != yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG:
+                    continue
+                if key_node.value in keys:
+                    raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                            f"found duplicate key {key_node.value}", key_node.start_mark)
+                keys.add(key_node.value)
+            return super().construct_mapping(node, deep=deep)
+
+    OmegaConfCLoader.yaml_implicit_resolvers = python_loader.yaml_implicit_resolvers
+    OmegaConfCLoader.yaml_constructors = dict(python_loader.yaml_constructors)
+    return OmegaConfCLoader
+
+
+@contextlib.contextmanager
+def libyaml_for_omegaconf() -> Iterator[None]:
+    """While open, OmegaConf (so Hydra) loads YAML with ``c_yaml_loader``; the original loader afterwards."""
+    from omegaconf import _utils
+
+    saved = _utils.get_yaml_loader
+    loader = c_yaml_loader()
+    _utils.get_yaml_loader = lambda: loader
+    try:
+        yield
+    finally:
+        _utils.get_yaml_loader = saved
