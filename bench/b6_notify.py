@@ -49,10 +49,12 @@ def _arrivals(hook: Any, kind: str, run_id: str) -> list[float]:
     return [r.at for r in hook.of("webhook") if r.json().get("event") == kind and r.json().get("run_id") == run_id]
 
 
-def measure(image: str, samples: int = 9, hang_runs: int = 2, window_s: float = 5.0) -> NotifyBench:
+def measure(image: str, samples: int = 9, hang_runs: int = 2, window_s: float = 5.0,
+            relaunches: int = 3) -> NotifyBench:  # fmt: skip
+    """``relaunches``: OOM relaunches per run (MAX_OOM_RETRIES), each one notification sampled."""
     bench = NotifyBench(hang_window_s=window_s)
     with services() as hook, common.bench_container(image, prefix="vad-bench-notify") as container:
-        env = {"TRAIN_STEPS": "6", "MAX_OOM_RETRIES": "3", "VAD_NOTIFY_WEBHOOK_URL": hook.url("webhook")}
+        env = {"TRAIN_STEPS": "6", "MAX_OOM_RETRIES": str(relaunches), "VAD_NOTIFY_WEBHOOK_URL": hook.url("webhook")}
         with common.isolated_state(**env) as state:
             common.write_control(container, OOM_CONTROL)
             while len(bench.latencies) < samples:
@@ -60,8 +62,8 @@ def measure(image: str, samples: int = 9, hang_runs: int = 2, window_s: float = 
                 try:
                     common.wait_for(lambda rid=run_id: common.run_status(state, rid) in ("succeeded", "failed", "stopped"),
                                     180, f"run {run_id} to end", interval=0.25)  # fmt: skip
-                    common.wait_for(lambda rid=run_id: len(_arrivals(hook, "oom_recovery", rid)) >= 3, 30,
-                                    "3 notifications")  # fmt: skip
+                    common.wait_for(lambda rid=run_id: len(_arrivals(hook, "oom_recovery", rid)) >= relaunches, 30,
+                                    f"{relaunches} notifications")  # fmt: skip
                 finally:
                     common.stop_run(state, run_id)
                 spec, attempts = common.read_run(state, run_id)

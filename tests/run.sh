@@ -44,8 +44,11 @@ image=$(bash tests/harness/build_image.sh | tail -n 1)
 printf 'test image: %s\n' "$image" >&2
 
 step "pytest"
+# On every core and a bit more (VAD_TEST_WORKERS): many tests wait on real processes, servers and containers, so a
+# third worker on 2 cores keeps the CPU busy; one scope per file (tests/harness/fixtures.py). -n 0 runs serially.
+workers=${VAD_TEST_WORKERS:-$(( $(nproc) + 1 ))}
 rc=0
-.venv/bin/python -m pytest -p no:cacheprovider tests/ "$@" || rc=$?
+.venv/bin/python -m pytest -p no:cacheprovider -n "$workers" tests/ "$@" || rc=$?
 printf 'tests/run.sh: %ss in total\n' "$((SECONDS - started))" >&2
 if [[ $rc -eq 5 ]]; then
     echo "tests/run.sh: ERROR: pytest collected no tests" >&2

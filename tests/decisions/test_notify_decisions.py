@@ -107,14 +107,16 @@ async def test_stall_relaunch_opt_in_resumes_from_the_checkpoint(inprocess: InPr
     write_control(inprocess.tree, {"hang": True, "fail_at_step": 3, "step_seconds": STEP_S})
     run_id = await inprocess.start()
 
-    async def unhang_once_stalled() -> None:
-        while "run_stalled" not in events(hook):
-            await anyio.sleep(0.05)
-        write_control(inprocess.tree, {"step_seconds": STEP_S})  # the relaunch gets past the hang
+    async def unhang_the_next_attempt() -> None:
+        # Attempt 1 read its control when it started; once it trains, the next attempt is told not to hang. (After
+        # the stall notice was too late: in-process the relaunch can start before the test's rewrite, and hang.)
+        while not (inprocess.ctx.store.run(run_id).progress or {}).get("step"):  # type: ignore[union-attr]
+            await anyio.sleep(0.02)
+        write_control(inprocess.tree, {"step_seconds": STEP_S})
 
     began = time.monotonic()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(unhang_once_stalled)
+        tg.start_soon(unhang_the_next_attempt)
         final = await inprocess.supervise(run_id)
     assert final == "succeeded", inprocess.explain(run_id)
     assert time.monotonic() - began >= 2  # never before the stall window

@@ -1,6 +1,7 @@
-"""Failures that no retry can fix stop the run at once, with the cause and the fix, and launch nothing more:
-verl's own config validation failing in the job, and a stale Hydra key refused *before* launch (validated
-inside the target against its real configs, with Hydra's own message), and a GPU split the plan cannot build.
+"""Failures that no retry can fix stop the run at once, with the cause and the fix, and launch nothing more: a
+stale Hydra key refused *before* launch (validated inside the container against its real configs, with Hydra's own
+message), and a GPU split the plan cannot build. verl's own config validation failing in the job is decided
+in-process in tests/decisions/test_following.py.
 """
 
 from __future__ import annotations
@@ -8,24 +9,7 @@ from __future__ import annotations
 import time
 
 from docker.models.containers import Container
-from sv_helpers import CONTAINER_HOME, Cli, exists, processes, trainers, write_control
-
-
-def test_config_error_in_the_job_fails_without_relaunch(cli: Cli, verl_docker: Container) -> None:
-    write_control(verl_docker, {"fail": "config", "step_seconds": 0.1})
-    run_id = cli.start(verl_docker.name)["run_id"]
-
-    status = cli.wait_final(run_id)
-    assert status["status"] == "failed", cli.explain(run_id)
-    assert status["final_reason"].startswith("config_error")
-    assert status["suggestions"]
-    (only,) = cli.errors(run_id)["attempts"]
-    assert (only["status"], only["category"], only["changes_next_attempt"]) == ("failed", "config_error", [])
-    assert only["exit_code"] not in (None, 0)
-    assert "divisible" in only["excerpt"]  # verl's own check (stand-in: batch size vs GPUs)
-    (attempt,) = cli.attempts(run_id)
-    assert attempt.decision and attempt.decision["relaunch"] is False
-    assert trainers(verl_docker) == []
+from sv_helpers import CONTAINER_HOME, Cli, exists, processes, trainers
 
 
 def test_stale_override_is_rejected_before_launch(cli: Cli, verl_docker: Container) -> None:

@@ -11,15 +11,19 @@ import os
 import signal
 from pathlib import Path
 
-from sv_helpers import Cli, prepare_host_tree, proc_alive, wait_until
+from sv_helpers import Cli, prepare_host_tree, proc_alive
+
+from harness.waiting import wait_until
 
 
 def test_status_right_after_a_restart_does_not_call_an_ended_job_running(cli: Cli, host_verl_tree: Path) -> None:
     prepare_host_tree(host_verl_tree, {"step_seconds": 0.3})
     cli.set(VERL_HOME=host_verl_tree, TRAINER_GPUS=1, ROLLOUT_GPUS=1, ROLLOUT_TP=1, TRAIN_STEPS=3, SAVE_FREQ=1)
     run_id = cli.start("host")["run_id"]
-    wait_until(lambda: (a := cli.attempts(run_id)) and a[0].job is not None, "attempt 1 to start", 30,
-               lambda: cli.explain(run_id))  # fmt: skip
+    # Launched and recorded: the job on the attempt, then the run marked running (two writes; a kill between them
+    # under load left the run "starting", which is not the state this test is about).
+    wait_until(lambda: (a := cli.attempts(run_id)) and a[0].job is not None and cli.run_row(run_id).status == "running",
+               "attempt 1 to start", 30, lambda: cli.explain(run_id))  # fmt: skip
     pid = cli.run_row(run_id).supervisor_pid
     assert pid
     os.kill(pid, signal.SIGKILL)

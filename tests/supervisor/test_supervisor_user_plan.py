@@ -57,10 +57,9 @@ def test_bad_overrides_are_refused_before_anything_starts(cli: Cli, verl_docker:
 
 
 def test_a_stopped_run_resumes(cli: Cli, verl_docker: Container) -> None:
-    # 30 steps of 1 s: a stop at step 3 lands mid-run even on a loaded machine (with the default steps the run
-    # finished before the stop on a busy 2-core CI machine, and the stop found it succeeded).
-    write_control(verl_docker, {"step_seconds": 1.0})
-    cli.set(TRAIN_STEPS=30)
+    # The trainer hangs after step 3 until stopped: the stop lands mid-run however loaded the machine is (30 steps
+    # of 1 s did too, in up to 30 s; with the default steps a busy 2-core CI machine finished the run first).
+    write_control(verl_docker, {"step_seconds": 0.1, "hang": True, "fail_at_step": 4})
     run_id = cli.start(verl_docker.name)["run_id"]
     cli.wait_step(run_id, 3)
     assert cli.json("stop", run_id)["status"] == "stopped", cli.explain(run_id)
