@@ -151,6 +151,13 @@ class SupervisorDecision(BaseModel):
     checkpoint: dict[str, Any] | None = None  # resume_check.CheckpointState.to_dict(): where the next one resumes
 
 
+class StartupPhase(BaseModel):
+    """One phase of an attempt's start-up and the seconds spent in it (the open one: so far)."""
+
+    phase: str
+    seconds: float
+
+
 class ProgressReport(BaseModel):
     """get_progress: the run's status and its current attempt's progress snapshot (the supervisor's, or the log
     tail's when that is stale). Numbers stay as the snapshot has them (an int ETA is not made a float)."""
@@ -168,6 +175,10 @@ class ProgressReport(BaseModel):
     seconds_per_step: float | int | None
     phase: str | None
     phase_seconds: float | None
+    # Where the current attempt's start-up went, phase by phase (Ray, model load, rollout engine, warm-up, …), from
+    # the times verl's markers arrived; empty when the supervisor did not follow it live.
+    startup: list[StartupPhase]
+    startup_seconds: float | None
     features: list[str]
     metrics: dict[str, Any]
     metrics_step: int | None

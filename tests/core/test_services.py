@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from harness.records import run_spec
 from verl_async_dapo import flow, runs, sessions
+from verl_async_dapo.cli.status_view import render_status
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import FlowError, UserInputError
 from verl_async_dapo.records import (
@@ -253,6 +255,32 @@ async def test_get_progress_returns_a_typed_report_with_the_snapshot_numbers_as_
     assert dumped["eta_seconds"] == 120 and isinstance(dumped["eta_seconds"], int)  # not turned into 120.0
     assert dumped["metrics"] == snapshot["metrics"] and dumped["as_of"] == "2023-11-14T22:13:20Z"
     assert list(dumped)[:3] == ["run_id", "status", "attempt"] and list(dumped)[-1] == "suggestions"
+
+
+async def test_get_progress_breaks_the_start_up_down_the_open_phase_until_now(ctx: AppContext) -> None:
+    """Issue 31 item 2: while an attempt starts, each phase with its seconds, the current one growing; once the first
+    step came, the start-up is closed; an attempt that failed in it counts until it ended."""
+    run_id = ctx.store.create_run(ctx.store.create_session(), "host", run_spec("host"))
+    ctx.store.add_attempt(run_id, 1, config=AttemptConfigRecord(), overrides=[], override_diff=[], reason="1")
+    began = time.time() - 100.0
+    marks = [["starting Ray", began], ["loading model", began + 12.0], ["rollout engine start-up", began + 52.0]]
+    ctx.store.update_run(run_id, status="running", progress={"attempt": 1, "phase": "rollout engine start-up",
+                                                             "startup_marks": marks}, progress_at=time.time())  # fmt: skip
+    with _supervised(ctx, run_id):
+        report = await runs.get_progress(ctx, run_id)
+    assert [(p.phase, p.seconds) for p in report.startup[:2]] == [("starting Ray", 12.0), ("loading model", 40.0)]
+    assert report.startup[2].phase == "rollout engine start-up" and 47.0 <= report.startup[2].seconds <= 60.0
+    assert report.startup_seconds is not None and 99.0 <= report.startup_seconds <= 112.0
+    # The first step came at +130: closed, whatever the clock says now.
+    ctx.store.update_run(run_id, progress={"attempt": 1, "phase": "training", "step": 1, "startup_marks": marks,
+                                           "training_since": began + 130.0}, progress_at=time.time())  # fmt: skip
+    with _supervised(ctx, run_id):
+        report = await runs.get_progress(ctx, run_id)
+    assert [(p.phase, p.seconds) for p in report.startup] == [("starting Ray", 12.0), ("loading model", 40.0),
+                                                              ("rollout engine start-up", 78.0)]  # fmt: skip
+    assert report.startup_seconds == 130.0
+    shown = render_status(report.model_dump())  # the CLI's `status`
+    assert "start-up: starting Ray 00:12 · loading model 00:40 · rollout engine start-up 01:18 (in all 02:10)" in shown
 
 
 def test_a_job_handle_is_a_record_the_store_serialises(ctx: AppContext, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from verl_async_dapo.logs.progress import (
     parse_metrics_line,
     parse_progress,
 )
-from verl_async_dapo.logs.snapshot import ProgressSnapshot
+from verl_async_dapo.logs.snapshot import ProgressSnapshot, startup_breakdown
 from verl_async_dapo.logs.text import clean_line
 
 REAL = Path(__file__).resolve().parent / "real"
@@ -110,3 +110,38 @@ def test_real_runs_classify_as_healthy_or_the_startup_share(name: str, primary: 
 
     found = classify((REAL / name).read_text(encoding="utf-8")).primary
     assert (None if found is None else (found.category.value, found.kind)) == primary
+
+
+def test_the_start_up_is_broken_down_by_phase_from_arrival_times() -> None:
+    """Issue 31 item 2, on the real healthy H200 log: each start-up phase from its marker's arrival to the next's,
+    the warm-up until the first step's line; nothing after that is start-up."""
+    lines = (REAL / HEALTHY).read_text(encoding="utf-8").splitlines(keepends=True)
+    parser = ProgressParser()
+    arrivals: dict[str, float] = {}
+    first_step_at = None
+    for i, line in enumerate(lines):
+        parser.feed(line, now=1000.0 + i)
+        arrivals.setdefault(parser.snapshot().phase or "", 1000.0 + i)
+        if first_step_at is None and parse_metrics_line(clean_line(line)) is not None:
+            first_step_at = 1000.0 + i  # the first step's metrics line (tqdm's bar can come a little earlier)
+    final = parser.snapshot()
+    assert [p for p, _ in final.startup_marks] == [p.value for p in STARTUP]
+    assert [since for _, since in final.startup_marks] == [arrivals[p.value] for p in STARTUP]
+    assert final.training_since == first_step_at
+    phases = startup_breakdown(final.startup_marks, final.training_since, now=99_999.0)  # ended: `now` is unused
+    marks = [since for _, since in final.startup_marks] + [first_step_at]
+    assert phases == [(p.value, marks[i + 1] - marks[i]) for i, p in enumerate(STARTUP)]
+    assert sum(s for _, s in phases) == first_step_at - 1000.0  # the first line arrived at 1000: all of it
+
+
+def test_an_open_start_up_phase_counts_until_now_and_a_backlog_has_none() -> None:
+    parser = ProgressParser()
+    parser.feed("ray init kwargs: {'num_cpus': None}\n", now=10.0)
+    parser.feed("2026-12-01 10:00:00,123\tINFO worker.py:1879 -- Started a local Ray instance.\n", now=14.0)
+    shot = parser.snapshot()
+    assert [p for p, _ in shot.startup_marks] == ["starting Ray", "loading model"] and shot.training_since is None
+    assert startup_breakdown(shot.startup_marks, None, now=20.0) == [("starting Ray", 4.0), ("loading model", 6.0)]
+    backlog = parse_progress((REAL / HEALTHY).read_text(encoding="utf-8"))  # a tail read later: no arrival times
+    assert backlog.startup_marks == () and backlog.training_since is None
+    assert ProgressSnapshot(startup_marks=(("loading model", 1.0),), training_since=3.5).to_dict()["startup_marks"] == [
+        ["loading model", 1.0]]  # fmt: skip

@@ -121,3 +121,10 @@ def test_start_up_phases_then_a_wall_clock_eta(cli: Cli, host_verl_tree: Path) -
         "finishing",
         None,
     )
+    # Where the start-up went (issue 31 item 2): the stand-in spends 3 s in each of these, as the supervisor saw.
+    seconds = {p["phase"]: p["seconds"] for p in final["startup"]}
+    assert [p["phase"] for p in final["startup"]][-1] == "first step (warm-up)", final["startup"]
+    for phase in ("starting Ray", "loading model", "rollout engine start-up"):
+        assert 2.5 <= seconds.get(phase, 0.0) <= 30.0, final["startup"]
+    assert final["startup_seconds"] >= 9.0
+    assert "start-up: " in cli.run("status", run_id).stdout

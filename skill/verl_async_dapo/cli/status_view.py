@@ -46,6 +46,9 @@ def render_status(progress: dict[str, Any]) -> str:
         lines.append("parsing cut short: the log's tail was too slow to read whole; its last 64 KiB was read")
     if progress.get("features"):
         lines.append("features: " + ", ".join(progress["features"]))
+    if progress.get("startup"):  # where the attempt's start-up went (the open phase: so far)
+        parts = " · ".join(f"{p['phase']} {_duration(p['seconds'])}" for p in progress["startup"])
+        lines.append(f"start-up: {parts} (in all {_duration(progress.get('startup_seconds'))})")
     if progress.get("eta_basis") and progress.get("status") not in FINAL:
         per_step = progress.get("seconds_per_step")
         rate = f"{per_step:g} s/step, " if per_step is not None else ""

@@ -143,6 +143,10 @@ class _State:
     phase: Phase = Phase.STARTING
     phase_since: float | None = None
     any_line: bool = False  # the phase is None until the log has said anything
+    # The attempt's start-up as it went (issue 31): each phase entered before the first step line, with the time
+    # its marker arrived, and when training began. Only text fed with a time counts (a backlog has none).
+    startup_marks: list[tuple[str, float]] = field(default_factory=list)
+    training_since: float | None = None
     tracker_skipped: bool = False
     cut_short: bool = False
     # When the text being consumed arrived (None: unknown), and the first / latest step line seen with a time.
@@ -155,11 +159,14 @@ class _State:
         line = clean_line(raw)
         if not line.strip():
             return
-        self.any_line = True
         # A metrics line (long: 100+ fields) is never a phase marker; it sets "training" itself.
         found = None if "step:" in line else next_phase(self.phase, raw, line, training_started=self.step is not None)
         if found is not None and found is not self.phase:
             self.phase, self.phase_since = found, self.now
+            self._mark_startup(found)
+        elif not self.any_line:
+            self._mark_startup(self.phase)  # the first line, no marker: the attempt is starting (or queued)
+        self.any_line = True
         if "skip write latest_checkpointed_iteration" in line:
             self.tracker_skipped = True
         if self.awaiting_url is not None:
@@ -187,6 +194,8 @@ class _State:
         self.step, self.metrics = parsed
         if self.phase is not Phase.TRAINING:
             self.phase, self.phase_since = Phase.TRAINING, self.now
+        if self.training_since is None and self.startup_marks and self.now is not None:
+            self.training_since = self.now  # the first step's line: the start-up is over
         if self.now is not None and (self.last_timed is None or self.step > self.last_timed[0]):
             self.last_timed = (self.step, self.now)
             self.first_timed = self.first_timed or self.last_timed
@@ -194,6 +203,13 @@ class _State:
         is_number = isinstance(step_time, (int, float)) and not isinstance(step_time, bool)
         if is_number and math.isfinite(step_time) and step_time > 0:
             self.step_times.append(float(step_time))
+
+    def _mark_startup(self, phase: Phase) -> None:
+        """A start-up phase began now; nothing once training has begun, or without a time."""
+        if self.now is None or self.training_since is not None or phase in (Phase.TRAINING, Phase.FINISHING):
+            return
+        if not self.startup_marks or self.startup_marks[-1][0] != phase.value:
+            self.startup_marks.append((phase.value, self.now))
 
     def _take_tqdm(self, line: str) -> None:
         match = _TQDM_RE.search(line)
@@ -302,6 +318,8 @@ class _State:
             eta_basis=basis,
             tracker_skipped=self.tracker_skipped,
             parsing_cut_short=self.cut_short,
+            startup_marks=tuple(self.startup_marks),
+            training_since=self.training_since,
         )
 
 

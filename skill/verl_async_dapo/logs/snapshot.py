@@ -34,6 +34,10 @@ class ProgressSnapshot:
     tracker_skipped: bool = False
     # The time budget ran out: part of the text was skipped (its end was read).
     parsing_cut_short: bool = False
+    # The start-up phases in order, each with the Unix time it began, and when the first step's line came (None:
+    # still starting). ``startup_breakdown`` turns them into seconds.
+    startup_marks: tuple[tuple[str, float], ...] = ()
+    training_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
@@ -55,7 +59,21 @@ class ProgressSnapshot:
             "eta_basis": self.eta_basis,
             "tracker_skipped": self.tracker_skipped,
             "parsing_cut_short": self.parsing_cut_short,
+            "startup_marks": [list(mark) for mark in self.startup_marks],
+            "training_since": self.training_since,
         }
+
+
+def startup_breakdown(marks: list[list[Any]] | tuple[tuple[str, float], ...], training_since: float | None,
+                      now: float) -> list[tuple[str, float]]:  # fmt: skip
+    """Seconds spent in each start-up phase, in order: each until the next began, the last until training began
+    (or until ``now`` while it lasts). A phase entered twice (a validation before and after the warm-up) is one
+    entry per visit, as it happened."""
+    out: list[tuple[str, float]] = []
+    for i, (phase, since) in enumerate(marks):
+        end = marks[i + 1][1] if i + 1 < len(marks) else (training_since if training_since is not None else now)
+        out.append((str(phase), round(max(0.0, float(end) - float(since)), 1)))
+    return out
 
 
 def _json_number(value: MetricValue) -> MetricValue | str:

@@ -9,7 +9,8 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.formats import from_whole_line, iso_time
 from verl_async_dapo.logs.progress import parse_progress
-from verl_async_dapo.records import JobHandle, ProgressReport
+from verl_async_dapo.logs.snapshot import startup_breakdown
+from verl_async_dapo.records import JobHandle, ProgressReport, StartupPhase
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus
 from verl_async_dapo.store import RunRow
@@ -55,12 +56,25 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "eta_basis": progress.get("eta_basis"), "seconds_per_step": progress.get("seconds_per_step"),
         "phase": progress.get("phase"),
         "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
+        **_startup(progress, current, active),
         "features": list(current.config.effective) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
         "swanlab_url": run.swanlab_url, "parsing_cut_short": bool(progress.get("parsing_cut_short")),
         "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
     })  # fmt: skip
+
+
+def _startup(progress: dict[str, Any], current: Any, active: bool) -> dict[str, Any]:
+    """The attempt's start-up so far (issue 31): seconds per phase, the open one until now while the run lasts,
+    until the attempt ended otherwise; and their total."""
+    marks = progress.get("startup_marks") or []
+    if not marks:
+        return {"startup": [], "startup_seconds": None}
+    end = time.time() if active or current is None or current.ended_at is None else current.ended_at
+    phases = startup_breakdown(marks, progress.get("training_since"), end)
+    return {"startup": [StartupPhase(phase=p, seconds=s) for p, s in phases],
+            "startup_seconds": round(sum(s for _, s in phases), 1)}  # fmt: skip
 
 
 async def log_tail(ctx: AppContext, run_id: str | None, max_bytes: int) -> tuple[RunRow, bytes | None]:
@@ -89,6 +103,7 @@ def merge_tail_progress(stored: dict[str, Any], fresh: dict[str, Any]) -> dict[s
     if stored.get("phase") is not None and stored.get("phase") == fresh.get("phase"):
         merged["phase_since"] = stored.get("phase_since")
     merged["resume_check"] = stored.get("resume_check")
+    merged["startup_marks"], merged["training_since"] = stored.get("startup_marks"), stored.get("training_since")
     return merged
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from verl_async_dapo.records import StartupPhase
 from verl_async_dapo.server.args import (
     CONTAINER_NAME_PATTERN,
     FEATURE_NAMES_TEXT,
@@ -238,6 +239,12 @@ class ProgressOut(_Out):
         "engine start-up, first step (warm-up), validation, saving checkpoint, training, finishing",
     )  # fmt: skip
     phase_seconds: float | None = Field(None, description="Seconds spent in the phase so far (active runs)")
+    startup: list[StartupPhase] = Field(
+        [], description="Where the current attempt's start-up went, in order: each phase (starting Ray, loading model, "
+        "rollout engine start-up, first step (warm-up), validation) with its seconds, the current one so far; empty "
+        "when the supervisor did not see the start-up live",
+    )  # fmt: skip
+    startup_seconds: float | None = Field(None, description="The start-up in all, until the first step (so far)")
     features: list[str] = Field(description="Features of the current attempt")
     metrics: dict[str, float | int | bool | str | None] = Field(
         description="Latest metrics line (e.g. critic/score/mean)"
