@@ -197,3 +197,24 @@ def _suggestions(cat: ErrorCategory, current: AttemptConfig, kind: str | None = 
             tips.append("turn offload off (USER_FEATURES=no_offload): it keeps parameters in host RAM")
         tips.append("lower TRAIN_BATCH_SIZE or N_RESP_PER_PROMPT; give the container more memory")
     return tuple(tips)
+
+
+# What a crash may cost, as a share of the run, before the supervisor suggests checkpointing more often; and the most
+# the extra checkpoints may add to the run's time for the suggestion to be worth it ("when checkpoints are cheap").
+LOSS_SHARE = 0.05
+CHECKPOINT_OVERHEAD_MAX = 0.10
+
+
+def save_freq_advice(*, total_steps: int, save_freq: int, lost_steps: int, seconds_per_step: float | None,
+                     save_seconds: float | None) -> str | None:  # fmt: skip
+    """A save_freq that bounds a crash's loss to LOSS_SHARE of the run, when steps were lost and saving that often
+    costs at most CHECKPOINT_OVERHEAD_MAX more time (verl's own timing_s/save_checkpoint and step time); else None."""
+    freq = max(1, int(total_steps * LOSS_SHARE))
+    if lost_steps <= 0 or save_freq <= freq or not seconds_per_step or save_seconds is None or seconds_per_step <= 0:
+        return None
+    overhead = save_seconds / (freq * seconds_per_step)
+    if overhead > CHECKPOINT_OVERHEAD_MAX:
+        return None
+    return (f"save_freq={freq} (SAVE_FREQ) bounds what a crash can cost to {freq} step{'s' if freq != 1 else ''} "
+            f"({LOSS_SHARE:.0%} of the run) for ~{overhead:.0%} more time in checkpoints ({save_seconds:.0f} s each, "
+            f"{seconds_per_step:.0f} s a step); this run saves every {save_freq} and lost {lost_steps}")

@@ -98,6 +98,10 @@ class AttemptErrors(BaseModel):
     supervisor_action: str | None
     changes_next_attempt: list[str]
     resume_check: str | None
+    # Steps this attempt trained past the checkpoint the next one resumed from (trained again), and a save_freq
+    # that would bound that when checkpoints are cheap (issue 31).
+    lost_steps: int | None
+    save_freq_advice: str | None
 
 
 class LiveFinding(BaseModel):
@@ -179,6 +183,7 @@ class ProgressReport(BaseModel):
     # the times verl's markers arrived; empty when the supervisor did not follow it live.
     startup: list[StartupPhase]
     startup_seconds: float | None
+    lost_steps: int  # steps trained again after crashes, in all (each relaunch resumes from the last checkpoint)
     features: list[str]
     metrics: dict[str, Any]
     metrics_step: int | None

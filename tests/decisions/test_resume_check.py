@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.inprocess_runs import InProcessRuns, write_control
 
 
@@ -48,3 +50,21 @@ async def test_a_normal_resume_is_confirmed(inprocess: InProcessRuns) -> None:
     assert (status["resumed_from_step"], status["resume_check"]) == (2, "resumed from step 2 as expected")
     assert inprocess.errors(run_id)[1]["resume_check"] == "resumed from step 2 as expected"
     assert "resume_lost" not in [e.kind for e in inprocess.ctx.store.events(run_id)]
+
+
+async def test_steps_trained_past_the_checkpoint_are_counted_and_a_save_freq_suggested(
+    inprocess: InProcessRuns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31 item 5: an OOM at step 7 with checkpoints every 4 steps costs steps 5 and 6, trained again."""
+    monkeypatch.setenv("TRAIN_STEPS", "8")
+    monkeypatch.setenv("SAVE_FREQ", "4")
+    write_control(inprocess.tree, {"oom_at_step": 7, "oom_unless": ["offload"], "step_seconds": 0.05})
+    run_id = await inprocess.start()
+    assert await inprocess.supervise(run_id) == "succeeded", inprocess.explain(run_id)
+    first, second = inprocess.errors(run_id)
+    assert (first["lost_steps"], second["lost_steps"]) == (2, None)
+    # 8 steps of ~0.05 s, a checkpoint of ~1 ms: saving every step bounds a crash to one step for ~2 % more time.
+    assert first["save_freq_advice"] is not None and first["save_freq_advice"].startswith("save_freq=1 (SAVE_FREQ)")
+    assert (await inprocess.progress(run_id))["lost_steps"] == 2
+    (event,) = [e for e in inprocess.ctx.store.events(run_id) if e.kind == "steps_lost"]
+    assert event.message == "attempt 1 trained to step 6; the relaunch resumes from step 4: 2 steps trained again"

@@ -53,6 +53,8 @@ def render_status(progress: dict[str, Any]) -> str:
         per_step = progress.get("seconds_per_step")
         rate = f"{per_step:g} s/step, " if per_step is not None else ""
         lines.append(f"ETA from {rate}{progress['eta_basis']}")
+    if progress.get("lost_steps"):  # crashes cost what was trained since the last checkpoint
+        lines.append(f"lost to crashes: {progress['lost_steps']} step(s) trained again (details: errors)")
     if progress.get("resume_check"):  # e.g. "resumed from 0: 4 steps lost": said, never silent
         lines.append(progress["resume_check"])
     elif progress.get("resumed_from_step"):
@@ -87,6 +89,10 @@ def render_errors(report: dict[str, Any]) -> str:
                 lines.extend("    | " + line for line in item["excerpt"].splitlines()[-12:])
         if item.get("resume_check"):
             lines.append(f"  resume: {item['resume_check']}")
+        if item.get("lost_steps"):
+            lines.append(f"  lost: {item['lost_steps']} step(s) trained past the last checkpoint, trained again")
+        if item.get("save_freq_advice"):
+            lines.append(f"  tip: {item['save_freq_advice']}")
         if item["supervisor_action"]:
             lines.append(f"  supervisor: {item['supervisor_action']}")
     for warning in report.get("warnings") or []:

@@ -147,6 +147,7 @@ class _State:
     # its marker arrived, and when training began. Only text fed with a time counts (a backlog has none).
     startup_marks: list[tuple[str, float]] = field(default_factory=list)
     training_since: float | None = None
+    save_seconds: float | None = None  # the latest timing_s/save_checkpoint
     tracker_skipped: bool = False
     cut_short: bool = False
     # When the text being consumed arrived (None: unknown), and the first / latest step line seen with a time.
@@ -199,6 +200,9 @@ class _State:
         if self.now is not None and (self.last_timed is None or self.step > self.last_timed[0]):
             self.last_timed = (self.step, self.now)
             self.first_timed = self.first_timed or self.last_timed
+        saved = self.metrics.get("timing_s/save_checkpoint")
+        if isinstance(saved, (int, float)) and not isinstance(saved, bool) and math.isfinite(saved) and saved >= 0:
+            self.save_seconds = float(saved)
         step_time = self.metrics.get("timing_s/step", self.metrics.get("perf/time_per_step"))
         is_number = isinstance(step_time, (int, float)) and not isinstance(step_time, bool)
         if is_number and math.isfinite(step_time) and step_time > 0:
@@ -320,6 +324,7 @@ class _State:
             parsing_cut_short=self.cut_short,
             startup_marks=tuple(self.startup_marks),
             training_since=self.training_since,
+            save_checkpoint_seconds=self.save_seconds,
         )
 
 

@@ -38,6 +38,8 @@ class ProgressSnapshot:
     # still starting). ``startup_breakdown`` turns them into seconds.
     startup_marks: tuple[tuple[str, float], ...] = ()
     training_since: float | None = None
+    # What the latest checkpoint cost (verl's timing_s/save_checkpoint, on the steps that save).
+    save_checkpoint_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
@@ -61,6 +63,7 @@ class ProgressSnapshot:
             "parsing_cut_short": self.parsing_cut_short,
             "startup_marks": [list(mark) for mark in self.startup_marks],
             "training_since": self.training_since,
+            "save_checkpoint_seconds": self.save_checkpoint_seconds,
         }
 
 

@@ -22,8 +22,9 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
     run = resolve_run(ctx, run_id)
     heal(ctx, run)
     items = []
-    lost = {e.data.get("attempt"): e.message for e in ctx.store.events(run.id, limit=10_000)
-            if e.kind == "resume_lost" and e.data}  # fmt: skip
+    events = ctx.store.events(run.id, limit=10_000)
+    lost = {e.data.get("attempt"): e.message for e in events if e.kind == "resume_lost" and e.data}
+    trained_again = {e.data.get("attempt"): e.data for e in events if e.kind == "steps_lost" and e.data}
     attempts = ctx.store.attempts(run.id)
     for attempt in attempts:
         error = attempt.attempt_error
@@ -43,6 +44,8 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
             "supervisor_action": decided.reason if decided else None,
             "changes_next_attempt": decided.changes if decided else [],
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
+            "lost_steps": trained_again.get(attempt.n, {}).get("lost_steps"),
+            "save_freq_advice": trained_again.get(attempt.n, {}).get("advice"),
         }))  # fmt: skip
     attempts = ctx.store.attempts(run.id)
     stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,

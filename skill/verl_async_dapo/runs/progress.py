@@ -57,6 +57,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "phase": progress.get("phase"),
         "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
         **_startup(progress, current, active),
+        "lost_steps": sum(int(e.data.get("lost_steps") or 0) for e in ctx.store.events(run.id, limit=10_000)
+                          if e.kind == "steps_lost" and e.data),
         "features": list(current.config.effective) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),

@@ -245,6 +245,8 @@ class ProgressOut(_Out):
         "when the supervisor did not see the start-up live",
     )  # fmt: skip
     startup_seconds: float | None = Field(None, description="The start-up in all, until the first step (so far)")
+    lost_steps: int = Field(0, description="Steps trained again after crashes, in all: each relaunch resumes from "
+                            "the last checkpoint")  # fmt: skip
     features: list[str] = Field(description="Features of the current attempt")
     metrics: dict[str, float | int | bool | str | None] = Field(
         description="Latest metrics line (e.g. critic/score/mean)"
@@ -287,6 +289,10 @@ class AttemptErrorOut(_Out):
     supervisor_action: str | None = Field(None, description="What the supervisor decided after this attempt")
     changes_next_attempt: list[str] = []
     resume_check: str | None = Field(None, description="How this attempt resumed, when it did not as expected")
+    lost_steps: int | None = Field(None, description="Steps this attempt trained past the checkpoint the next "
+                                   "attempt resumed from: trained again")  # fmt: skip
+    save_freq_advice: str | None = Field(None, description="A save_freq that bounds what a crash costs, when "
+                                         "checkpoints are cheap (verl's own timings)")  # fmt: skip
 
 
 class WarningOut(_Out):

@@ -332,6 +332,10 @@ class Supervisor(AttemptWatching):
         if ckpt.note:  # before the relaunch, not after: the user hears it from the supervisor, not from a lost run
             self.ctx.store.add_event("warning", "checkpoint_check", self.ctx.scrub(ckpt.note), run_id=self.run_id,
                                      data={"attempt": attempt_n + 1, **ckpt.to_dict()})  # fmt: skip
+        if ckpt.lost_steps:  # trained past the checkpoint: done again, and said (issue 31)
+            message, data = resume_check.lost_work(ckpt, attempt_n, save_freq=self.settings.save_freq,
+                                                   total_steps=self.settings.train_steps, progress=progress)  # fmt: skip
+            self.ctx.store.add_event("warning", "steps_lost", message, run_id=self.run_id, data=data)
         box["ckpt"] = ckpt
 
     async def _make_sure_dead(self, attempt: AttemptRow) -> None:

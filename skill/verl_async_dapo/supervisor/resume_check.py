@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.policy import save_freq_advice
 from verl_async_dapo.targets.base import Target
 
 TRACKER = "latest_checkpointed_iteration.txt"
@@ -34,6 +35,12 @@ class CheckpointState:
     complete: bool  # global_step_<tracker_step> has actor/ and data.pt
     saved_steps: tuple[int, ...]  # complete global_step_N dirs found among the probed ones
     note: str | None = None  # what is wrong, in words
+    last_step: int | None = None  # the last step the attempt trained (its log's), when known
+
+    @property
+    def lost_steps(self) -> int:
+        """Steps the attempt trained after the checkpoint the relaunch resumes from: trained again (issue 31)."""
+        return max(0, self.last_step - self.expected_step) if self.last_step is not None else 0
 
     @property
     def expected_step(self) -> int:
@@ -45,7 +52,8 @@ class CheckpointState:
         return max((*self.saved_steps, self.expected_step))
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "saved_steps": list(self.saved_steps), "expected_step": self.expected_step}
+        return {**asdict(self), "saved_steps": list(self.saved_steps), "expected_step": self.expected_step,
+                "lost_steps": self.lost_steps}  # fmt: skip
 
 
 async def inspect(target: Target, ckpt_dir: str, *, save_freq: int, last_step: int | None) -> CheckpointState:
@@ -82,7 +90,21 @@ async def inspect(target: Target, ckpt_dir: str, *, save_freq: int, last_step: i
     elif tracker is not None and not complete:
         note = (f"the checkpoint tracker names global_step_{tracker}, which is not complete (no actor/ or data.pt): "
                 "verl cannot resume from it")  # fmt: skip
-    return CheckpointState(tracker, complete, saved, note)
+    return CheckpointState(tracker, complete, saved, note, last_step)
+
+
+def lost_work(ckpt: CheckpointState, attempt_n: int, *, save_freq: int, total_steps: int,
+              progress: dict[str, Any]) -> tuple[str, dict[str, Any]]:  # fmt: skip
+    """The words and data of a ``steps_lost`` event: what attempt ``attempt_n`` trained past the checkpoint the
+    relaunch resumes from, and a save_freq that would bound it when checkpoints are cheap (policy.save_freq_advice)."""
+    lost, resume = ckpt.lost_steps, ckpt.expected_step
+    advice = save_freq_advice(total_steps=total_steps, save_freq=save_freq, lost_steps=lost,
+                              seconds_per_step=progress.get("seconds_per_step"),
+                              save_seconds=progress.get("save_checkpoint_seconds"))  # fmt: skip
+    message = (f"attempt {attempt_n} trained to step {ckpt.last_step}; the relaunch resumes from "
+               f"{f'step {resume}' if resume else 'scratch'}: {lost} step{'s' if lost != 1 else ''} trained again")
+    return message, {"attempt": attempt_n, "lost_steps": lost, "last_step": ckpt.last_step, "resume_step": resume,
+                     "save_freq": save_freq, "advice": advice}  # fmt: skip
 
 
 @dataclass(frozen=True)

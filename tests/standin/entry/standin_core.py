@@ -348,7 +348,9 @@ class Trainer:
             metrics = self.step_metrics(step, (step - 1) // per_epoch, time.monotonic() - started)
             # verl 0.9.1 saves, then validates, then prints the step's metrics line (tests/logs/real/).
             if save_freq > 0 and (is_last or step % save_freq == 0):
+                began = time.monotonic()
                 self.save_checkpoint(step)
+                metrics["timing_s/save_checkpoint"] = round(time.monotonic() - began, 6)  # as verl times it
             if test_freq > 0 and (is_last or step % test_freq == 0):
                 val = self.validate(step)
                 metrics.update(val)
