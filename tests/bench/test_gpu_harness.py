@@ -156,7 +156,9 @@ def test_drive_cli_path_sigstops_the_trainer_and_the_watchman_reports_and_relaun
 ) -> None:
     """The hang scenario's shape: SIGSTOP once step 4 shows, a stall window of 2 s, relaunch from the checkpoint."""
     tree = _tree(host_verl_tree, {"step_seconds": 0.2})
-    stall = {"TRAIN_STEPS": "12", "STANDIN_STEP_SECONDS": "0.2", "VAD_STALL_MIN_SECONDS": "2",
+    # 40 steps of 0.2 s: the SIGSTOP at step 4 must land before the run ends on a loaded machine (12 steps did not,
+    # once, in a fresh-clone CI run: the drive saw step 4 late and the run had finished in one attempt).
+    stall = {"TRAIN_STEPS": "40", "STANDIN_STEP_SECONDS": "0.2", "VAD_STALL_MIN_SECONDS": "2",
              "VAD_STALL_RELAUNCH": "1"}  # fmt: skip
     # The trainer itself (not the launcher's shell, not the supervisor's `tail`), in this test's private tree only:
     # no other test's stand-in can match.
