@@ -325,8 +325,8 @@ CHANGES = [
     "",
     "1. **OOM reaction (benchmark 2).** The supervisor's relaunch waited ~1 s (0.6–1.4 s measured) for a Hydra "
     "dry-run of the new overrides inside the container, plus ~10 sequential `docker exec`s. Now "
-    "(`supervisor.py`, `prelaunch.py`): after each launch, the plans an OOM would relaunch with (next rung of the "
-    "GPU and the rollout ladder) are validated in the background while the attempt runs, in one process "
+    "(`supervisor.py`, `prelaunch.py`): at each launch, the plans an OOM would relaunch with (next rung of the "
+    "GPU and the rollout ladder) are validated together with the attempt's own overrides, in one process "
     "(`prelaunch.validate_override_sets`, "
     "Hydra imported once), and the relaunch uses that result (waiting for it if still running; a transient "
     "failure is re-checked at relaunch; a real rejection still refuses the launch, so nothing unvalidated is "

@@ -225,6 +225,9 @@ class Supervisor(AttemptWatching):
             self.run_id, n, config=recorded, overrides=list(plan.overrides), override_diff=diff, reason=reason,
         )  # fmt: skip
         entry = plan.entry
+        # This attempt's overrides and those an OOM would relaunch with, in one Hydra process in the target (one
+        # interpreter start instead of two; the relaunch then finds its check done).
+        await self._validations.prevalidate([plan, *self._ladder_plans(n, config)])
         result = await self._validations.result(entry, plan.overrides)
         if not result.ok:
             error = AttemptError(category=ErrorCategory.CONFIG_ERROR.value, kind="prelaunch_validation",
@@ -252,17 +255,15 @@ class Supervisor(AttemptWatching):
         self._launched.add(n)
         self.ctx.store.update_attempt(self.run_id, n, status=AttemptStatus.RUNNING, job=handle)
         self.ctx.store.update_run(self.run_id, status=RunStatus.RUNNING)
-        if self._tg is not None:
-            self._tg.start_soon(self._prevalidate_next, n, config)
         await self._link_stable_log(log_path)
         return handle
 
     def _overrides_of(self, config: AttemptConfig) -> tuple[str, ...]:
         return plan_for(self.ctx, self.spec, config, with_secrets=False)[0].overrides
 
-    async def _prevalidate_next(self, n: int, config: AttemptConfig) -> None:
-        """While attempt n runs, validate the plans an OOM would relaunch with (GPU and rollout ladders), in one
-        process. Only a cache: a failure here changes nothing until that relaunch is really wanted."""
+    def _ladder_plans(self, n: int, config: AttemptConfig) -> list[LaunchPlan]:
+        """The plans an OOM of attempt n would relaunch with (GPU and rollout ladders), to validate ahead. Only a
+        cache: a plan that cannot be built is left out; the relaunch, if any, will meet and report it."""
         plans: list[LaunchPlan] = []
         try:
             for category, kind in ((ErrorCategory.GPU_OOM, None), (ErrorCategory.ROLLOUT_OOM, None),
@@ -272,12 +273,10 @@ class Supervisor(AttemptWatching):
                                          max_retries=self.settings.max_oom_retries, kind=kind,
                                          base_gpu_memory_utilization=self.settings.gpu_memory_utilization)  # fmt: skip
                 if decision.relaunch and decision.next_config is not None:
-                    plan, _ = plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)
-                    plans.append(plan)
-        except Exception as exc:  # e.g. a plan error: the relaunch, if any, will meet and report it
-            log.warning("ahead-of-time validation skipped: %s", exc)
-            return
-        await self._validations.prevalidate(plans)
+                    plans.append(plan_for(self.ctx, self.spec, decision.next_config, with_secrets=False)[0])
+        except Exception as exc:
+            log.warning("ahead-of-time validation of the next rungs skipped: %s", exc)
+        return plans
 
     async def _link_stable_log(self, log_path: str) -> None:
         """Point {VERL_HOME}/train.log at this attempt's log, for users who tail it."""
