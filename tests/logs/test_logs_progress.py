@@ -201,6 +201,9 @@ def test_empty_log_knows_nothing() -> None:
         "eta_basis": None,
         "tracker_skipped": False,
         "parsing_cut_short": False,
+        "startup_marks": [],
+        "training_since": None,
+        "save_checkpoint_seconds": None,
     }
 
 

@@ -168,7 +168,9 @@ def test_run_dapo_exits_non_zero_when_training_fails(scripts: ScriptRunner, prep
 
 
 def test_detached_run_dapo_returns_while_training_runs(scripts: ScriptRunner, prepared_container: Container) -> None:
-    write_control(prepared_container, step_seconds=0.25)
+    # The trainer hangs at step 3 until stopped: the run is still going when the test looks, however loaded the
+    # machine (40 steps of 0.25 s were over before `status` and `stop` in a fresh-clone CI run).
+    write_control(prepared_container, step_seconds=0.1, hang=True, fail_at_step=3)
     result = scripts.run("run_dapo.sh", env={"DETACH": "1", "TRAIN_STEPS": "40"})
     assert result.returncode == 0, result.describe()
     run_id = run_id_of(result)
@@ -181,7 +183,7 @@ def test_detached_run_dapo_returns_while_training_runs(scripts: ScriptRunner, pr
 def test_ctrl_c_stops_following_not_training(
     scripts: ScriptRunner, prepared_container: Container, tmp_path: Path
 ) -> None:
-    write_control(prepared_container, step_seconds=0.25)
+    write_control(prepared_container, step_seconds=0.1, hang=True, fail_at_step=3)  # going until stopped
     stderr_path = tmp_path / "stderr.txt"
     argv = ["bash", str(SCRIPTS_DIR / "run_dapo.sh")]
     with stderr_path.open("w") as stderr:
