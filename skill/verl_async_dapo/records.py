@@ -102,6 +102,8 @@ class AttemptErrors(BaseModel):
     # that would bound that when checkpoints are cheap (issue 31).
     lost_steps: int | None
     save_freq_advice: str | None
+    # What the memory features this attempt added cost, against the attempt before (logs.pace.feature_cost).
+    feature_cost: str | None
 
 
 class LiveFinding(BaseModel):
@@ -153,6 +155,7 @@ class SupervisorDecision(BaseModel):
     changes: list[str] = []  # what the next attempt changes (features, OOM ladder rungs)
     suggestions: list[str] = []  # for the user, when it gave up
     checkpoint: dict[str, Any] | None = None  # resume_check.CheckpointState.to_dict(): where the next one resumes
+    pace: dict[str, Any] | None = None  # logs.pace.pace_of: the ended attempt's steady pace, to price the next one's
 
 
 class StartupPhase(BaseModel):
@@ -184,6 +187,7 @@ class ProgressReport(BaseModel):
     startup: list[StartupPhase]
     startup_seconds: float | None
     lost_steps: int  # steps trained again after crashes, in all (each relaunch resumes from the last checkpoint)
+    feature_cost: str | None  # what the memory features of the current attempt cost (logs.pace.feature_cost)
     features: list[str]
     metrics: dict[str, Any]
     metrics_step: int | None

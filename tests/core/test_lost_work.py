@@ -1,5 +1,6 @@
 """Lost work is said (issue 31 item 5): what a crash cost in steps, and a save_freq that bounds it when checkpoints
-are cheap, from verl's own timings (pure: policy.save_freq_advice, resume_check.lost_work)."""
+are cheap, from verl's own timings (pure: policy.save_freq_advice, resume_check.lost_work); the CLI says it, and
+the price of a memory feature (item 4) too."""
 
 from __future__ import annotations
 
@@ -39,9 +40,13 @@ def test_the_cli_says_it() -> None:
     from verl_async_dapo.cli.status_view import render_errors, render_status
 
     item = {"attempt": 1, "status": "failed", "exit_code": 1, "features": [], "override_diff": [], "category": None,
-            "supervisor_action": None, "lost_steps": 2, "save_freq_advice": "save_freq=1 (SAVE_FREQ) bounds …"}  # fmt: skip
+            "supervisor_action": None, "lost_steps": 2, "save_freq_advice": "save_freq=1 (SAVE_FREQ) bounds …",
+            "feature_cost": "+offload: 1.70 s → 5.10 s a step (3.0x slower)"}  # fmt: skip
     text = render_errors({"run_id": "run_x", "status": "succeeded", "attempts": [item]})
     assert "  lost: 2 step(s) trained past the last checkpoint, trained again" in text
     assert "  tip: save_freq=1 (SAVE_FREQ) bounds …" in text
-    shown = render_status({"run_id": "run_x", "status": "succeeded", "attempt": 2, "lost_steps": 2})
+    assert "  cost: +offload: 1.70 s → 5.10 s a step (3.0x slower)" in text
+    shown = render_status({"run_id": "run_x", "status": "succeeded", "attempt": 2, "lost_steps": 2,
+                           "feature_cost": "+offload: 1.70 s → 5.10 s a step (3.0x slower)"})  # fmt: skip
     assert "lost to crashes: 2 step(s) trained again (details: errors)" in shown
+    assert "cost: +offload: 1.70 s → 5.10 s a step (3.0x slower)" in shown

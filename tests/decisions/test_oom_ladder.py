@@ -107,3 +107,22 @@ async def test_one_step_off_policy_keeps_its_gpu_split_through_a_relaunch(
     assert a2.config.oom_appended == ["offload"]
     assert "CUDA out of memory" in Path(a1.job["log_path"]).read_text()  # type: ignore[index]
     assert "(OneStepTaskRunner pid=" in Path(a2.job["log_path"]).read_text()  # type: ignore[index]
+
+
+async def test_the_price_of_the_added_offload_is_measured_and_said(inprocess: InProcessRuns, monkeypatch: object) -> None:
+    """Issue 31 item 4: after the relaunch with offload (3x slower steps here, as Adam on the CPU was on the H200),
+    get_progress, check_errors and the CLI say what it costs against attempt 1, from verl's own metrics."""
+    monkeypatch.setenv("TRAIN_STEPS", "8")  # type: ignore[attr-defined]
+    write_control(inprocess.tree, {"oom_at_step": 5, "oom_unless": ["offload"], "step_seconds": 0.05,
+                                   "offload_slowdown": 3.0})  # fmt: skip
+    run_id = await inprocess.start()
+    assert await inprocess.supervise(run_id) == "succeeded", inprocess.explain(run_id)
+    first, second = inprocess.errors(run_id)
+    assert first["feature_cost"] is None
+    cost = second["feature_cost"]
+    assert cost is not None and cost.startswith("+offload: "), cost
+    ratio = float(cost.split("(")[1].split("x slower")[0])
+    assert 2.0 <= ratio <= 4.5, cost  # 0.05 s → 0.15 s a step, measured by the stand-in's own clock
+    assert "peak GPU memory 61.9 → 38.4 GiB" in cost and "tokens/s " in cost
+    assert (await inprocess.progress(run_id))["feature_cost"] == cost
+    assert inprocess.ctx.store.attempts(run_id)[0].supervisor_decision.pace["steps"] == 3  # type: ignore[union-attr]

@@ -204,6 +204,8 @@ def test_empty_log_knows_nothing() -> None:
         "startup_marks": [],
         "training_since": None,
         "save_checkpoint_seconds": None,
+        "steady_seconds_per_step": None,
+        "steady_steps": 0,
     }
 
 

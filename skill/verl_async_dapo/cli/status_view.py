@@ -53,6 +53,8 @@ def render_status(progress: dict[str, Any]) -> str:
         per_step = progress.get("seconds_per_step")
         rate = f"{per_step:g} s/step, " if per_step is not None else ""
         lines.append(f"ETA from {rate}{progress['eta_basis']}")
+    if progress.get("feature_cost"):  # the price of the OOM recovery's memory features, in verl's own figures
+        lines.append(f"cost: {progress['feature_cost']}")
     if progress.get("lost_steps"):  # crashes cost what was trained since the last checkpoint
         lines.append(f"lost to crashes: {progress['lost_steps']} step(s) trained again (details: errors)")
     if progress.get("resume_check"):  # e.g. "resumed from 0: 4 steps lost": said, never silent
@@ -93,6 +95,8 @@ def render_errors(report: dict[str, Any]) -> str:
             lines.append(f"  lost: {item['lost_steps']} step(s) trained past the last checkpoint, trained again")
         if item.get("save_freq_advice"):
             lines.append(f"  tip: {item['save_freq_advice']}")
+        if item.get("feature_cost"):
+            lines.append(f"  cost: {item['feature_cost']}")
         if item["supervisor_action"]:
             lines.append(f"  supervisor: {item['supervisor_action']}")
     for warning in report.get("warnings") or []:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -148,6 +149,10 @@ class _State:
     startup_marks: list[tuple[str, float]] = field(default_factory=list)
     training_since: float | None = None
     save_seconds: float | None = None  # the latest timing_s/save_checkpoint
+    # timing_s/step of this attempt's steps after its first (the first carries the warm-up: 40 s vs 1.7 s on the
+    # H200): the attempt's steady pace, what a memory feature's price is measured on.
+    first_metrics_step: int | None = None
+    steady_step_times: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT_STEP_TIMES))
     tracker_skipped: bool = False
     cut_short: bool = False
     # When the text being consumed arrived (None: unknown), and the first / latest step line seen with a time.
@@ -207,6 +212,10 @@ class _State:
         is_number = isinstance(step_time, (int, float)) and not isinstance(step_time, bool)
         if is_number and math.isfinite(step_time) and step_time > 0:
             self.step_times.append(float(step_time))
+            if self.first_metrics_step is None:
+                self.first_metrics_step = self.step
+            elif self.step > self.first_metrics_step:
+                self.steady_step_times.append(float(step_time))
 
     def _mark_startup(self, phase: Phase) -> None:
         """A start-up phase began now; nothing once training has begun, or without a time."""
@@ -325,6 +334,8 @@ class _State:
             startup_marks=tuple(self.startup_marks),
             training_since=self.training_since,
             save_checkpoint_seconds=self.save_seconds,
+            steady_seconds_per_step=round(statistics.median(self.steady_step_times), 3) if self.steady_step_times else None,
+            steady_steps=len(self.steady_step_times),
         )
 
 

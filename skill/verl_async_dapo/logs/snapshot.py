@@ -40,6 +40,9 @@ class ProgressSnapshot:
     training_since: float | None = None
     # What the latest checkpoint cost (verl's timing_s/save_checkpoint, on the steps that save).
     save_checkpoint_seconds: float | None = None
+    # The median timing_s/step of this attempt's steps after its first (its warm-up), and how many there were.
+    steady_seconds_per_step: float | None = None
+    steady_steps: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: a non-finite metric (a diverged loss) becomes "nan" / "inf" / "-inf"."""
@@ -64,6 +67,8 @@ class ProgressSnapshot:
             "startup_marks": [list(mark) for mark in self.startup_marks],
             "training_since": self.training_since,
             "save_checkpoint_seconds": self.save_checkpoint_seconds,
+            "steady_seconds_per_step": self.steady_seconds_per_step,
+            "steady_steps": self.steady_steps,
         }
 
 

@@ -11,6 +11,7 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import CLASSIFY_WINDOW_BYTES, classify_tail, window_text
 from verl_async_dapo.records import AttemptErrors, ErrorReport, LiveFinding
+from verl_async_dapo.runs.progress import attempt_cost
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES
 from verl_async_dapo.targets.registry import get_target
@@ -26,7 +27,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
     lost = {e.data.get("attempt"): e.message for e in events if e.kind == "resume_lost" and e.data}
     trained_again = {e.data.get("attempt"): e.data for e in events if e.kind == "steps_lost" and e.data}
     attempts = ctx.store.attempts(run.id)
-    for attempt in attempts:
+    for index, attempt in enumerate(attempts):
         error = attempt.attempt_error
         decided = attempt.supervisor_decision
         info = policy.info_for(ErrorCategory(error.category), error.kind) if error else None
@@ -46,6 +47,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
             "resume_check": _resume_words(attempt.n, attempts, lost, run.progress or {}),
             "lost_steps": trained_again.get(attempt.n, {}).get("lost_steps"),
             "save_freq_advice": trained_again.get(attempt.n, {}).get("advice"),
+            "feature_cost": attempt_cost(attempts, index, run.progress or {}),
         }))  # fmt: skip
     attempts = ctx.store.attempts(run.id)
     stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,

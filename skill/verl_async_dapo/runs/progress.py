@@ -8,12 +8,13 @@ from typing import Any
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.formats import from_whole_line, iso_time
+from verl_async_dapo.logs.pace import feature_cost, pace_of
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.logs.snapshot import startup_breakdown
 from verl_async_dapo.records import JobHandle, ProgressReport, StartupPhase
 from verl_async_dapo.runs.supervision import heal, resolve_run
 from verl_async_dapo.status import ACTIVE_RUN_STATUSES, AttemptStatus
-from verl_async_dapo.store import RunRow
+from verl_async_dapo.store import AttemptRow, RunRow
 from verl_async_dapo.targets.registry import get_target
 from verl_async_dapo.watchman.view import stall_state
 
@@ -59,12 +60,26 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         **_startup(progress, current, active),
         "lost_steps": sum(int(e.data.get("lost_steps") or 0) for e in ctx.store.events(run.id, limit=10_000)
                           if e.kind == "steps_lost" and e.data),
+        "feature_cost": attempt_cost(attempts, len(attempts) - 1, progress) if attempts else None,
         "features": list(current.config.effective) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
         "resumed_from_step": progress.get("resumed_from_step"), "resume_check": progress.get("resume_check"),
         "swanlab_url": run.swanlab_url, "parsing_cut_short": bool(progress.get("parsing_cut_short")),
         "as_of": iso_time(run.progress_at), "final_reason": run.final_reason, "suggestions": run.suggestions,
     })  # fmt: skip
+
+
+def attempt_cost(attempts: list[AttemptRow], index: int, progress: dict[str, Any]) -> str | None:
+    """What the memory features attempt ``attempts[index]`` added cost against the attempt before (issue 31): its
+    pace from its own decision once it ended and was relaunched, else from the run's progress when that is its."""
+    if index < 1:
+        return None
+    attempt, before = attempts[index], attempts[index - 1]
+    added = [f for f in attempt.config.oom_appended if f not in before.config.oom_appended]
+    mine = attempt.supervisor_decision.pace if attempt.supervisor_decision else None
+    if mine is None and progress.get("attempt") == attempt.n:
+        mine = pace_of(progress)
+    return feature_cost(added, before.supervisor_decision.pace if before.supervisor_decision else None, mine)
 
 
 def _startup(progress: dict[str, Any], current: Any, active: bool) -> dict[str, Any]:

@@ -247,6 +247,9 @@ class ProgressOut(_Out):
     startup_seconds: float | None = Field(None, description="The start-up in all, until the first step (so far)")
     lost_steps: int = Field(0, description="Steps trained again after crashes, in all: each relaunch resumes from "
                             "the last checkpoint")  # fmt: skip
+    feature_cost: str | None = Field(None, description="What the memory features the current attempt added (OOM "
+                                     "recovery) cost: its step time, tokens/s and peak GPU memory against the attempt "
+                                     "before, once it has a steady pace")  # fmt: skip
     features: list[str] = Field(description="Features of the current attempt")
     metrics: dict[str, float | int | bool | str | None] = Field(
         description="Latest metrics line (e.g. critic/score/mean)"
@@ -293,6 +296,8 @@ class AttemptErrorOut(_Out):
                                    "attempt resumed from: trained again")  # fmt: skip
     save_freq_advice: str | None = Field(None, description="A save_freq that bounds what a crash costs, when "
                                          "checkpoints are cheap (verl's own timings)")  # fmt: skip
+    feature_cost: str | None = Field(None, description="What the memory features this attempt added cost against "
+                                     "the attempt before: step time, tokens/s, peak GPU memory (verl's own metrics)")  # fmt: skip
 
 
 class WarningOut(_Out):

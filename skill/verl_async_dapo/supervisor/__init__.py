@@ -25,6 +25,7 @@ from verl_async_dapo import policy
 from verl_async_dapo.categories import ErrorCategory
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import PlanError, StoreBusy, TargetError
+from verl_async_dapo.logs.pace import pace_of
 from verl_async_dapo.logs.progress import ProgressParser
 from verl_async_dapo.notify.events import recovery_event_kind
 from verl_async_dapo.plans.launching import plan_for, skip_pinned_rungs
@@ -195,7 +196,10 @@ class Supervisor(AttemptWatching):
             tg.start_soon(self._check_checkpoint, attempt.n, box)
             await self._make_sure_dead(attempt)
         ckpt = box["ckpt"]
-        self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded.model_copy(update={"checkpoint": ckpt.to_dict()}))
+        progress = self.ctx.store.run(self.run_id).progress or {}  # type: ignore[union-attr]
+        pace = pace_of(progress) if progress.get("attempt") == attempt.n else None  # what the next one is priced on
+        self.ctx.store.update_attempt(self.run_id, attempt.n, decision=recorded.model_copy(update={
+            "checkpoint": ckpt.to_dict(), "pace": pace}))  # fmt: skip
         resumed = ckpt.expected_step
         reason = f"{decision.reason}; resuming from step {resumed}" if resumed else decision.reason
         handle = await self._launch(attempt.n + 1, decision.next_config, reason, previous=attempt)

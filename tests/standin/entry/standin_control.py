@@ -22,6 +22,7 @@ Schema (every key optional)::
       "fail_at_step": 1,           # step for runtime failures and hang (0 = start-up)
       "hang": false,               # stop making progress at fail_at_step and sleep until killed
       "step_seconds": 0.2,         # seconds per step (else env STANDIN_STEP_SECONDS, else 0.2)
+      "offload_slowdown": 1.0,     # a step with CPU offload takes this many times as long
       "startup_seconds": 0.0,      # spent in start-up, in thirds: Ray start, model load, rollout engine start-up
       "skip_tracker": false,       # verl #7952: like actor.checkpoint.async_save=True under FSDP, save every
                                    # checkpoint but never write latest_checkpointed_iteration.txt
@@ -122,6 +123,8 @@ class Control:
     fail_at_step: int = 1
     hang: bool = False
     step_seconds: float | None = None
+    # A step with CPU offload takes this many times as long (the H200: Adam on the CPU made update_actor ~3x slower).
+    offload_slowdown: float = 1.0
     startup_seconds: float = 0.0
     skip_tracker: bool = False
     # From this step's metrics line on, tqdm's redraw before it gets no newline, so the line is glued onto the bar

@@ -94,6 +94,8 @@ class Trainer:
         self.out = RayOut(runner, pid, pid + 1, stream)
         self.ray = standin_failures.RayContext(str(tree_root), runner, pid, pid + 1, entry)
         self.step_seconds = self.ctl.seconds_per_step
+        if standin_control.holds(cfg, "offload"):
+            self.step_seconds *= self.ctl.offload_slowdown
         self.resolved: Any = {}
 
     # -- helpers ---------------------------------------------------------------------------------------
