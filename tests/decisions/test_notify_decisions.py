@@ -48,16 +48,19 @@ async def test_oom_relaunch_then_success_notifies_exactly_those(inprocess: InPro
     write_control(inprocess.tree, {"oom_at_step": 3, "oom_unless": ["offload"], "step_seconds": STEP_S})
     run_id, final = await supervised(inprocess)
     assert final == "succeeded", inprocess.explain(run_id)
-    assert events(hook) == ["oom_recovery", "run_succeeded"]
-    oom, done = (r.json() for r in hook.of("webhook"))
+    # The relaunch, then what its offload costs once attempt 2 has a steady pace (issue 31 item 4), then the end.
+    assert events(hook) == ["oom_recovery", "feature_cost", "run_succeeded"]
+    oom, cost, done = (r.json() for r in hook.of("webhook"))
     assert oom["run_id"] == run_id and oom["target"] == "host"
     assert oom["title"] == "[verl] gpu_oom in attempt 1: relaunching (relaunch 1 of 2)"
     assert "+offload" in oom["text"]
     assert oom["look_closer"] == f"verl-async-dapo errors {run_id} (MCP: check_errors run_id={run_id})"
+    assert cost["title"] == f"[verl] what the OOM recovery costs in attempt 2: run {run_id} on host"
+    assert "+offload: " in cost["text"] and " a step (" in cost["text"] and "peak GPU memory 61.9 → 38.4 GiB" in cost["text"]
     assert done["title"].startswith("[verl] training finished")
-    assert len({r.headers["idempotency-key"] for r in hook.of("webhook")}) == 2
+    assert len({r.headers["idempotency-key"] for r in hook.of("webhook")}) == 3
     await anyio.sleep(0.5)
-    assert len(hook.of("webhook")) == 2  # nothing more, nothing twice
+    assert len(hook.of("webhook")) == 3  # nothing more, nothing twice
 
 
 async def test_a_failure_notifies_the_cause_excerpt_and_suggestions(inprocess: InProcessRuns, hook: Services) -> None:

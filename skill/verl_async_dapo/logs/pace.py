@@ -54,5 +54,11 @@ def feature_cost(added: Sequence[str], before: Mapping[str, Any] | None, after: 
     return ", ".join(parts)
 
 
+def relaunch_cost(before_appended: Sequence[str], appended: Sequence[str], before_pace: Mapping[str, Any] | None,
+                  pace: Mapping[str, Any] | None) -> str | None:  # fmt: skip
+    """``feature_cost`` of what an attempt appended (``appended``) beyond the attempt before (``before_appended``)."""
+    return feature_cost([f for f in appended if f not in before_appended], before_pace, pace)
+
+
 def _seconds(value: float) -> str:
     return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"

@@ -17,8 +17,12 @@ from verl_async_dapo.records import AttemptError
 # relaunch (same settings, opt-in VAD_STALL_RELAUNCH=1). Both draw on the run's one relaunch budget.
 OOM_RECOVERY = "oom_recovery"
 STALL_RECOVERY = "stall_recovery"
+# What the memory features of an OOM relaunch cost, once the relaunched attempt has a steady pace (logs/pace.py):
+# told like trouble, since it is the price of one (offload made every step ~3x slower on the H200).
+FEATURE_COST = "feature_cost"
 ERROR_EVENTS = frozenset({
-    OOM_RECOVERY, STALL_RECOVERY, "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted", "supervisor_error",
+    OOM_RECOVERY, STALL_RECOVERY, FEATURE_COST, "run_failed", "run_stalled", "target_gone", "relaunch_budget_exhausted",
+    "supervisor_error",
 })  # fmt: skip
 OPT_IN = {"run_succeeded": "succeeded", "progress_step": "progress"}
 
@@ -94,6 +98,10 @@ def render(event: dict[str, Any], target: str | None, last_error: AttemptError |
             f"no new step and no log output for {_duration(data.get('silent_seconds'))} (window "
             f"{_duration(data.get('window_seconds'))}) at step {data.get('step')}{evidence}. {data.get('action', '')}"
         ).strip()
+    elif kind == FEATURE_COST:
+        title = f"[verl] what the OOM recovery costs in attempt {data.get('attempt')}: {where}"
+        text = (f"{where}: {data.get('cost')}. Training goes on; for the next run, a smaller batch or response "
+                "length may avoid the OOM without this cost.")
     elif kind == "target_gone":
         title = f"[verl] target gone: {where}"
     elif kind == "relaunch_budget_exhausted":

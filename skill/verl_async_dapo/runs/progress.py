@@ -8,7 +8,7 @@ from typing import Any
 from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.formats import from_whole_line, iso_time
-from verl_async_dapo.logs.pace import feature_cost, pace_of
+from verl_async_dapo.logs.pace import pace_of, relaunch_cost
 from verl_async_dapo.logs.progress import parse_progress
 from verl_async_dapo.logs.snapshot import startup_breakdown
 from verl_async_dapo.records import JobHandle, ProgressReport, StartupPhase
@@ -75,11 +75,11 @@ def attempt_cost(attempts: list[AttemptRow], index: int, progress: dict[str, Any
     if index < 1:
         return None
     attempt, before = attempts[index], attempts[index - 1]
-    added = [f for f in attempt.config.oom_appended if f not in before.config.oom_appended]
     mine = attempt.supervisor_decision.pace if attempt.supervisor_decision else None
     if mine is None and progress.get("attempt") == attempt.n:
         mine = pace_of(progress)
-    return feature_cost(added, before.supervisor_decision.pace if before.supervisor_decision else None, mine)
+    return relaunch_cost(before.config.oom_appended, attempt.config.oom_appended,
+                         before.supervisor_decision.pace if before.supervisor_decision else None, mine)  # fmt: skip
 
 
 def _startup(progress: dict[str, Any], current: Any, active: bool) -> dict[str, Any]:

@@ -23,7 +23,9 @@ from verl_async_dapo.context import AppContext
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.logs.classify import classify
 from verl_async_dapo.logs.memory import gpu_used_share
+from verl_async_dapo.logs.pace import pace_of, relaunch_cost
 from verl_async_dapo.logs.progress import ProgressParser
+from verl_async_dapo.notify.events import FEATURE_COST
 from verl_async_dapo.records import AttemptError, JobHandle
 from verl_async_dapo.targets.base import FOLLOW_DEFAULT_BYTES, Target
 
@@ -83,10 +85,12 @@ class ProgressWriter:
         self.ctx = ctx
         self.run_id = run_id
         self._warned = 0  # the attempt whose lost steps were already announced
+        self._priced = 0  # the attempt whose memory features' cost was already announced
 
     def save(self, snapshot: dict[str, Any], attempt_n: int) -> None:
         snapshot["attempt"] = attempt_n
         snapshot["resume_check"] = self._resume_check(attempt_n, snapshot)
+        self._announce_cost(attempt_n, snapshot)
         for key in ("swanlab_url", "swanlab_project_url"):  # links printed by the training: may carry a token
             if snapshot.get(key):
                 snapshot[key] = self.ctx.scrub(snapshot[key])
@@ -106,6 +110,23 @@ class ProgressWriter:
             self.ctx.store.add_event("warning", "resume_lost", f"attempt {attempt_n} {verdict.message}",
                                      run_id=self.run_id, data={"attempt": attempt_n})  # fmt: skip
         return verdict.message if verdict is not None else None
+
+
+    def _announce_cost(self, attempt_n: int, snapshot: dict[str, Any]) -> None:
+        """Once a relaunched attempt has a steady pace: what the memory features it added cost (issue 31), as an
+        event the user is notified of (a relaunch with offload can make every step 3x slower)."""
+        if attempt_n < 2 or self._priced == attempt_n:
+            return
+        attempts = self.ctx.store.attempts(self.run_id)
+        if len(attempts) < attempt_n:
+            return
+        before, now = attempts[attempt_n - 2], attempts[attempt_n - 1]
+        cost = relaunch_cost(before.config.oom_appended, now.config.oom_appended,
+                             before.supervisor_decision.pace if before.supervisor_decision else None, pace_of(snapshot))  # fmt: skip
+        if cost is not None:
+            self._priced = attempt_n
+            self.ctx.store.add_event("warning", FEATURE_COST, f"attempt {attempt_n}: {cost}", run_id=self.run_id,
+                                     data={"attempt": attempt_n, "cost": cost})  # fmt: skip
 
 
 def attempt_error(text: str, exit_code: int | None, scrub: Callable[[str], str]) -> AttemptError | None:
