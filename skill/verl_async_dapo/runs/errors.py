@@ -50,7 +50,7 @@ def check_errors(ctx: AppContext, run_id: str | None = None) -> ErrorReport:
             "feature_cost": attempt_cost(attempts, index, run.progress or {}),
         }))  # fmt: skip
     attempts = ctx.store.attempts(run.id)
-    stall = stall_state(ctx.store.events(run.id, limit=10_000), attempts[-1].n if attempts else None,
+    stall = stall_state(events, attempts[-1].n if attempts else None,
                         run.status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     # Scrubbed here, for both faces: a secret given after the record was written is masked too.
     final_reason = ctx.scrub(run.final_reason) if run.final_reason else run.final_reason

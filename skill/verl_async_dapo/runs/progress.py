@@ -48,7 +48,8 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
     watched = restarted and status in ACTIVE_RUN_STATUSES and current is not None and current.status == AttemptStatus.RUNNING
     if watched and current is not None and current.job and await _job_ended(current.handle):
         status = "finishing"
-    stall = stall_state(ctx.store.events(run.id, limit=10_000), current.n if current else None,
+    events = ctx.store.events(run.id, limit=10_000)  # read once: the stall and the steps lost both come from them
+    stall = stall_state(events, current.n if current else None,
                         status in ACTIVE_RUN_STATUSES, time.time())  # fmt: skip
     return ProgressReport(**{
         "run_id": run.id, "status": status, "attempt": current.n if current else 0,
@@ -58,8 +59,7 @@ async def get_progress(ctx: AppContext, run_id: str | None = None) -> ProgressRe
         "phase": progress.get("phase"),
         "phase_seconds": round(max(0.0, time.time() - since), 1) if active and since is not None else None,
         **_startup(progress, current, active),
-        "lost_steps": sum(int(e.data.get("lost_steps") or 0) for e in ctx.store.events(run.id, limit=10_000)
-                          if e.kind == "steps_lost" and e.data),
+        "lost_steps": sum(int(e.data.get("lost_steps") or 0) for e in events if e.kind == "steps_lost" and e.data),
         "feature_cost": attempt_cost(attempts, len(attempts) - 1, progress) if attempts else None,
         "features": list(current.config.effective) if current else [],
         "metrics": progress.get("metrics", {}), "metrics_step": progress.get("metrics_step"),
