@@ -187,9 +187,16 @@ def test_ctrl_c_stops_following_not_training(
     stderr_path = tmp_path / "stderr.txt"
     argv = ["bash", str(SCRIPTS_DIR / "run_dapo.sh")]
     with stderr_path.open("w") as stderr:
-        # Its own process group, like a terminal's foreground job: Ctrl-C sends SIGINT to the whole group.
-        proc = subprocess.Popen(argv, env={**scripts.env, "TRAIN_STEPS": "40"}, cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)  # fmt: skip
+        # Its own process group, like a terminal's foreground job: Ctrl-C sends SIGINT to the whole group. And, like a
+        # terminal's job, SIGINT not ignored: a suite started in the background (`bash tests/run.sh &`) inherits it
+        # ignored, an ignored signal stays ignored across exec, and bash cannot undo that; a handled one is reset.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            proc = subprocess.Popen(argv, env={**scripts.env, "TRAIN_STEPS": "40"}, cwd=REPO_ROOT,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    start_new_session=True)  # fmt: skip
+        finally:
+            signal.signal(signal.SIGINT, previous)
         try:
             deadline = time.monotonic() + 60
             while "[INFO] following run_" not in stderr_path.read_text() and time.monotonic() < deadline:
@@ -197,7 +204,14 @@ def test_ctrl_c_stops_following_not_training(
                 time.sleep(0.2)
             time.sleep(1.0)
             os.killpg(proc.pid, signal.SIGINT)
-            stdout, _ = proc.communicate(timeout=30)
+            try:
+                stdout, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                # What still runs in the script's group, and what it printed: a hang here says nothing by itself.
+                group = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(proc.pid)],
+                                       capture_output=True, text=True, check=False).stdout  # fmt: skip
+                output = stderr_path.read_text()
+                raise AssertionError(f"Ctrl-C did not end the script within 30 s:\n{group}\n{output}") from None
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
