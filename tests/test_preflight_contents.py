@@ -67,3 +67,21 @@ async def test_every_content_problem_is_in_one_report(host_verl_tree: Path, venv
     assert report.ok, report.lines()
     hydra = next(c for c in report.checks if c.name == "hydra")
     assert hydra.status is CheckStatus.OK and f"(in {Path(sys.executable).parent}/python3)" in hydra.detail  # its Python
+
+
+def test_the_python_probe_answers_for_hydra_in_the_same_interpreter_start() -> None:
+    """The python3 and hydra checks share one process (one exec in a container): its real output, with and without
+    hydra importable (``-S``: no site-packages), is what the two checks report."""
+    import subprocess
+
+    from verl_async_dapo.plans.preflight_python import PYTHON_SCRIPT, parse_python_probe
+
+    with_hydra = subprocess.run([sys.executable, "-c", PYTHON_SCRIPT], capture_output=True, text=True, check=True)
+    probe = parse_python_probe(with_hydra.stdout)
+    assert probe.version == sys.version.split()[0] and probe.executable == sys.executable
+    assert probe.hydra_version is not None and probe.hydra_version.startswith("1.3"), with_hydra.stdout
+    bare = subprocess.run([sys.executable, "-S", "-c", PYTHON_SCRIPT], capture_output=True, text=True, check=True)
+    probe = parse_python_probe(bare.stdout)
+    assert probe.hydra_version is None and probe.hydra_error is not None
+    assert probe.hydra_error.startswith("ModuleNotFoundError: No module named 'hydra'"), bare.stdout
+    assert parse_python_probe("3.11.2 /usr/bin/python3\n").hydra_error == "no answer from the probe"

@@ -20,6 +20,7 @@ from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
 from verl_async_dapo.plans import preflight_files
 from verl_async_dapo.plans.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
 from verl_async_dapo.plans.preflight_memory import MemoryResult, memory_checks
+from verl_async_dapo.plans.preflight_python import PYTHON_SCRIPT, PythonProbe, parse_python_probe
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
@@ -45,9 +46,6 @@ _ALLOW_NO_GPUS = Term(mcp="the user's explicit choice: answer select_container a
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
 
 _VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('verl'))"
-_HYDRA_SCRIPT = "import hydra; print(hydra.__version__)"  # run by the same python3 the python check named
-
-
 class CheckStatus(str, Enum):
     OK = "ok"
     WARNING = "warning"
@@ -145,6 +143,7 @@ class _Preflight:
         self.checks: list[Check] = []
         self.has_python = False
         self.python_path = ""  # sys.executable of the target's python3: the checks name the Python they used
+        self.probe: PythonProbe | None = None  # what the python3 check's interpreter said (hydra included)
         self.verl_version: str | None = None
 
     def _on_host(self) -> bool:
@@ -162,12 +161,12 @@ class _Preflight:
             self.add(name, CheckStatus.ERROR, f"could not check: {exc}", "make sure the target is running")
 
     async def python(self) -> None:
-        res = await self.target.run(["python3", "-c", "import sys; print(sys.version.split()[0], sys.executable)"],
-                                    timeout=30)  # fmt: skip
+        res = await self.target.run(["python3", "-c", PYTHON_SCRIPT], timeout=30)
         if res.exit_code == 0:
             self.has_python = True
-            version, _, self.python_path = res.stdout.strip().partition(" ")
-            self.add("python3", CheckStatus.OK, f"Python {version} ({self.python_path or 'python3'})")
+            self.probe = parse_python_probe(res.stdout)
+            self.python_path = self.probe.executable
+            self.add("python3", CheckStatus.OK, f"Python {self.probe.version} ({self.python_path or 'python3'})")
         elif res.exit_code == COMMAND_NOT_FOUND:
             fix = ("install Python 3 on this machine (e.g. apt install python3)" if self._on_host() else
                    "use an image with Python 3 (verl images ship it)")  # fmt: skip
@@ -318,14 +317,15 @@ class _Preflight:
         detail = f"{' or '.join(files)} missing (verl {self.verl_version or 'unknown'})"
         self.add(name, CheckStatus.ERROR, detail, fix)
 
-    async def hydra(self) -> None:
-        res = await self.target.run(["python3", "-c", _HYDRA_SCRIPT], timeout=30)
-        python = self.python_path or "python3"  # the one training runs with (the entry is `python3 -m …`)
-        if res.exit_code == 0:
-            self.add("hydra", CheckStatus.OK, f"hydra-core {res.stdout.strip()} (in {python})")
+    def hydra(self) -> None:
+        """From the python3 check's probe (the same interpreter training runs with: the entry is `python3 -m …`)."""
+        python = self.python_path or "python3"
+        probe = self.probe
+        if probe is not None and probe.hydra_version:
+            self.add("hydra", CheckStatus.OK, f"hydra-core {probe.hydra_version} (in {python})")
         else:
-            self.add("hydra", CheckStatus.ERROR,
-                     f"hydra is not importable by {python}: {_first(res.stderr) or _first(res.stdout)}",
+            why = probe.hydra_error if probe is not None else "not probed"
+            self.add("hydra", CheckStatus.ERROR, f"hydra is not importable by {python}: {why}",
                      f"{python} -m pip install 'hydra-core>=1.3,<1.4' (a verl dependency)")  # fmt: skip
 
     async def megatron(self) -> None:
@@ -430,7 +430,7 @@ async def run_preflight(target: Target, settings: TrainingSettings, features: Fe
     if any(c.name == "verl" and c.status is CheckStatus.OK for c in pf.checks):
         await pf.guarded("entry", pf.entry)
     if pf.has_python:
-        await pf.guarded("hydra", pf.hydra)
+        pf.hydra()
     if pf.has_python and settings.framework is Framework.MEGATRON:
         await pf.guarded("megatron stack", pf.megatron)
     await pf.guarded("data", pf.data)
