@@ -9,6 +9,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -279,7 +280,33 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedScopeScheduling(config, log)
 
 
+# Wall seconds per scope, measured (tests/harness/scope_seconds.py rewrites it from a run's JUnit XML). Under xdist the
+# scopes start longest first: xdist's own order (most tests first) started the one-test files that run longest
+# (crash safety, 86 s) last, alone, while the other workers idled. Only the order depends on it.
+SCOPE_SECONDS: dict[str, float] = json.loads((TESTS_DIR / "harness" / "scope_seconds.json").read_text(encoding="utf-8"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the scopes keep the collection order, which sorts them below
+
+
+def _longest_scopes_first(items: list[pytest.Item]) -> None:
+    tests_in: dict[str, int] = {}
+    for item in items:
+        scope = xdist_scope_of(item.nodeid)
+        tests_in[scope] = tests_in.get(scope, 0) + 1
+
+    def weight(item: pytest.Item) -> tuple[float, int]:
+        scope = xdist_scope_of(item.nodeid)
+        return (-SCOPE_SECONDS.get(scope, 0.0), -tests_in[scope])
+
+    items.sort(key=weight)  # stable: a scope's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "dist", "no") != "no" or os.environ.get("PYTEST_XDIST_WORKER"):
+        _longest_scopes_first(items)
     run_slow = os.environ.get("RUN_SLOW", "") == "1"
     for item in items:
         if DOCKER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
