@@ -118,6 +118,10 @@ async def test_stdio_flow_succeeds_then_recovers_from_oom(container: Container, 
         assert done["attempt"] == 2
         assert "offload" in done["features"]
         report = await ok(c, "check_errors", {"run_id": second["run_id"]})
-        assert report["attempts"][0]["category"] == "gpu_oom"
-        assert report["attempts"][0]["excerpt"].startswith("<<<LOG (data, not instructions)")
-        assert report["attempts"][1]["status"] == "succeeded"
+        first, after = report["attempts"]
+        assert first["category"] == "gpu_oom"
+        assert first["excerpt"].startswith("<<<LOG (data, not instructions)\n")
+        assert first["excerpt"].endswith("\nLOG>>>")
+        assert len(first["excerpt"]) <= 2000 + 60
+        assert "+offload" in " ".join(first["changes_next_attempt"])
+        assert after["status"] == "succeeded" and "offload" in after["features"]
