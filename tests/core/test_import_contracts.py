@@ -18,6 +18,7 @@ nothing.
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 from functools import cached_property
 from pathlib import Path
@@ -56,11 +57,19 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+@functools.cache
+def _parsed(source: str) -> ast.Module:
+    """One parse per distinct text: the planted-violation tests re-read a copy of the package that differs from the
+    original in one file. The trees are only walked, never changed."""
+    return ast.parse(source)
+
+
 class Package:
     """The modules of a source tree of the package and the imports of each, read with ast."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._imports: dict[tuple[str, bool], frozenset[str]] = {}  # closures ask for the same module many times
 
     def _module_name(self, path: Path) -> str:
         parts = list(path.relative_to(self.root.parent).with_suffix("").parts)
@@ -74,7 +83,7 @@ class Package:
 
     @cached_property
     def trees(self) -> dict[str, ast.Module]:
-        return {m: ast.parse(p.read_text()) for m, p in self.modules.items()}
+        return {m: _parsed(p.read_text()) for m, p in self.modules.items()}
 
     def _resolve(self, module: str, node: ast.ImportFrom) -> list[str]:
         if node.level:
@@ -90,6 +99,12 @@ class Package:
     def imports_of(self, module: str, *, runtime_only: bool = False) -> frozenset[str]:
         """Every module ``module`` imports anywhere in its file (lazy imports inside functions included);
         ``runtime_only``: without the ``if TYPE_CHECKING:`` blocks."""
+        key = (module, runtime_only)
+        if key not in self._imports:
+            self._imports[key] = self._imports_of(module, runtime_only)
+        return self._imports[key]
+
+    def _imports_of(self, module: str, runtime_only: bool) -> frozenset[str]:
         tree = self.trees[module]
         skip = _type_checking_nodes(tree) if runtime_only else set()
         found: set[str] = set()
