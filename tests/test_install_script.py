@@ -115,20 +115,32 @@ def test_the_docs_show_commands_that_work() -> None:
                 assert "npx -y " in line, (doc, line)
 
 
-def test_readme_line_by_line_reaches_a_started_run_on_the_test_image(offline: tuple[Path, Path], tmp_path: Path,
+@pytest.fixture(scope="module")
+def readme_install(offline: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The README's install line as a fresh user runs it (HOME a new directory, ~/.local/bin not on PATH), once for
+    the tests below: (that HOME, what the installer printed)."""
+    wheel, house = offline
+    home = tmp_path_factory.mktemp("readme-home")
+    installed = subprocess.run([str(DEBIAN_PYTHON), str(REPO / "scripts" / "install.py"), "--source", str(wheel)],
+                               env={**_env(home, house), "SHELL": "/bin/bash"}, cwd=home, capture_output=True,
+                               text=True, timeout=900, check=False)  # fmt: skip
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    return home, installed.stdout
+
+
+def test_readme_line_by_line_reaches_a_started_run_on_the_test_image(offline: tuple[Path, Path],
+                                                                     readme_install: tuple[Path, str],
                                                                      container: Any) -> None:  # fmt: skip
     """README: install (command 1's first half), preflight a target, start. The installed command, the test image's
     container, the verl stand-in; no GPU there, so the explicit --allow-no-gpus a user would need too."""
-    wheel, house = offline
+    _, house = offline
+    tmp_path, _ = readme_install
     env = {**_env(tmp_path, house), "TRAIN_STEPS": "3", "FRAMEWORK": "fsdp", "TRAINER_GPUS": "1", "ROLLOUT_GPUS": "1",
            "ROLLOUT_TP": "1", "SWANLAB_MODE": "disabled"}  # fmt: skip
     if os.environ.get("DOCKER_HOST"):
         env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     put_tree(container)
     home_bin = tmp_path / ".local" / "bin"  # the README's path: ~/.local/bin/verl-async-dapo with HOME=tmp_path
-    installed = subprocess.run([str(DEBIAN_PYTHON), str(REPO / "scripts" / "install.py"), "--source", str(wheel)],
-                               env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
-    assert installed.returncode == 0, installed.stderr[-3000:]
     command = str(home_bin / "verl-async-dapo")
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -149,18 +161,17 @@ def test_readme_line_by_line_reaches_a_started_run_on_the_test_image(offline: tu
 
 
 def test_readme_scripts_and_plugin_find_the_installed_cli_with_local_bin_off_path(offline: tuple[Path, Path],
-                                                                                  tmp_path: Path) -> None:  # fmt: skip
+                                                                                  readme_install: tuple[Path, str],
+                                                                                  ) -> None:  # fmt: skip
     """Issue 28 (blocker): the README's install, then its script lines, in a shell whose PATH lacks ~/.local/bin (a
     fresh user's, before a new login). Every script reaches the installed CLI (not "not installed: run install.py
     first"), the installer says how to put it on PATH, and the plugin's .mcp.json command serves MCP."""
-    wheel, house = offline
+    _, house = offline
+    tmp_path, printed = readme_install
     env = {**_env(tmp_path, house), "CONTAINER": "host", "TRAIN_STEPS": "1", "SWANLAB_MODE": "disabled",
            "VERL_HOME": str(tmp_path / "no-verl"), "SHELL": "/bin/bash"}  # fmt: skip
-    installed = subprocess.run([str(DEBIAN_PYTHON), str(REPO / "scripts" / "install.py"), "--source", str(wheel)],
-                               env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
-    assert installed.returncode == 0, installed.stderr[-3000:]
-    assert "not on PATH" in installed.stdout and 'export PATH="$HOME/.local/bin:$PATH"' in installed.stdout
-    assert ">> ~/.bashrc" in installed.stdout, installed.stdout
+    assert "not on PATH" in printed and 'export PATH="$HOME/.local/bin:$PATH"' in printed
+    assert ">> ~/.bashrc" in printed, printed
     assert str(tmp_path / ".local" / "bin") not in env["PATH"]
     for script in ("preflight_check.sh", "quick_start.sh", "run_dapo.sh"):
         done = subprocess.run(["bash", str(REPO / "scripts" / script)], env=env, cwd=tmp_path, capture_output=True,
