@@ -75,11 +75,22 @@ def test_quick_start_returns_at_once_and_the_run_succeeds(scripts: ScriptRunner,
 
 
 def test_run_dapo_follows_an_oom_recovery_to_success(scripts: ScriptRunner, prepared_container: Container) -> None:
+    """And EXTRA_OVERRIDES reach every attempt, the OOM relaunch's too."""
     # OOM at step 3 unless parameters are offloaded: attempt 1 fails, the supervisor appends offload and resumes.
     write_control(prepared_container, oom_at_step=3, oom_unless=["offload"], step_seconds=0.05)
-    result = scripts.run("run_dapo.sh")
+    extra = "actor_rollout_ref.actor.optim.lr=3e-6 \"trainer.project_name='my-project'\""
+    result = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": extra})
     assert result.returncode == 0, result.describe()
     run_id = run_id_of(result)
+    store = Store(scripts.state_dir / "state.db")
+    try:
+        attempts = store.attempts(run_id)
+    finally:
+        store.close()
+    assert len(attempts) == 2, [a.status for a in attempts]  # the OOM relaunch
+    for attempt in attempts:
+        assert "actor_rollout_ref.actor.optim.lr=3e-6" in attempt.overrides
+        assert "trainer.project_name='my-project'" in attempt.overrides
     # It followed to the end: the run is over when the script returns, and the follow output shows the retry.
     assert scripts.cli_json("status", run_id)["status"] == "succeeded"
     assert "[succeeded] attempt 2" in result.stdout, result.describe()
@@ -129,23 +140,8 @@ def test_run_one_step_off_policy_uses_the_gpu_split(scripts: ScriptRunner, prepa
     assert "'rollout': {'n_gpus_per_node': 1, 'nnodes': 1}" in log
 
 
-def test_extra_overrides_reach_every_attempt_and_a_bad_one_starts_nothing(
-    scripts: ScriptRunner, prepared_container: Container
-) -> None:
-    write_control(prepared_container, oom_at_step=2, oom_unless=["offload"], step_seconds=0.05)
-    extra = "actor_rollout_ref.actor.optim.lr=3e-6 \"trainer.project_name='my-project'\""
-    result = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": extra, "TRAIN_STEPS": "4"})
-    assert result.returncode == 0, result.describe()
-    run_id = run_id_of(result)
-    store = Store(scripts.state_dir / "state.db")
-    try:
-        attempts = store.attempts(run_id)
-    finally:
-        store.close()
-    assert len(attempts) == 2, [a.status for a in attempts]  # the OOM relaunch
-    for attempt in attempts:
-        assert "actor_rollout_ref.actor.optim.lr=3e-6" in attempt.overrides
-        assert "trainer.project_name='my-project'" in attempt.overrides
+def test_a_bad_extra_override_starts_nothing(scripts: ScriptRunner, prepared_container: Container) -> None:
+    """(EXTRA_OVERRIDES reaching every attempt: test_run_dapo_follows_an_oom_recovery_to_success.)"""
     bad = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": "actor_rollout_ref.actor.optim.lrr=3e-6"})
     assert bad.returncode != 0, bad.describe()
     assert "verl rejected the overrides, nothing was started" in bad.stderr, bad.describe()
