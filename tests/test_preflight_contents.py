@@ -85,3 +85,5 @@ def test_the_python_probe_answers_for_hydra_in_the_same_interpreter_start() -> N
     assert probe.hydra_version is None and probe.hydra_error is not None
     assert probe.hydra_error.startswith("ModuleNotFoundError: No module named 'hydra'"), bare.stdout
     assert parse_python_probe("3.11.2 /usr/bin/python3\n").hydra_error == "no answer from the probe"
+    noisy = parse_python_probe("3.11.2 /usr/bin/python3\nhydra 9.9 (a line printed on import)\nvad-hydra-version 1.3.2\n")
+    assert noisy.hydra_version == "1.3.2", noisy

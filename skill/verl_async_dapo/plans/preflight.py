@@ -46,6 +46,8 @@ _ALLOW_NO_GPUS = Term(mcp="the user's explicit choice: answer select_container a
 RAY_RUNNER_CPUS = {Mode.DAPO: 1, Mode.ONE_STEP_OFF: 10}
 
 _VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('verl'))"
+
+
 class CheckStatus(str, Enum):
     OK = "ok"
     WARNING = "warning"

@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The python3 check and the hydra check in one interpreter start (one exec in a container instead of two): line 1
-# the version and sys.executable, line 2 "hydra <version>" or "hydra-error <why>" (hydra is what verl composes with).
-PYTHON_SCRIPT = """import sys
+# the version and sys.executable, then a marked line with hydra's version or why it is not importable (hydra is what
+# verl composes its config with). Marked, because importing hydra could print; %-formatting, so that an old Python
+# still answers the python3 check instead of failing on the script's syntax.
+HYDRA_VERSION, HYDRA_ERROR = "vad-hydra-version", "vad-hydra-error"
+PYTHON_SCRIPT = f"""import sys
 print(sys.version.split()[0], sys.executable)
 try:
     import hydra
-    print("hydra", hydra.__version__)
+    print("{HYDRA_VERSION}", hydra.__version__)
 except Exception as exc:
-    print("hydra-error", f"{type(exc).__name__}: {exc}".replace(chr(10), " "))
+    print("{HYDRA_ERROR}", ("%s: %s" % (type(exc).__name__, exc)).replace(chr(10), " "))
 """
 
 
@@ -29,7 +32,10 @@ class PythonProbe:
 def parse_python_probe(stdout: str) -> PythonProbe:
     lines = stdout.strip().splitlines()
     version, _, executable = (lines[0] if lines else "").strip().partition(" ")
-    word, _, rest = (lines[1] if len(lines) > 1 else "").strip().partition(" ")
-    if word == "hydra" and rest:
-        return PythonProbe(version, executable, rest.strip(), None)
-    return PythonProbe(version, executable, None, rest.strip() if word == "hydra-error" else "no answer from the probe")
+    for line in reversed(lines[1:]):
+        word, _, rest = line.strip().partition(" ")
+        if word == HYDRA_VERSION and rest.strip():
+            return PythonProbe(version, executable, rest.strip(), None)
+        if word == HYDRA_ERROR:
+            return PythonProbe(version, executable, None, rest.strip())
+    return PythonProbe(version, executable, None, "no answer from the probe")
