@@ -18,9 +18,8 @@ nothing.
 from __future__ import annotations
 
 import ast
-import functools
 import shutil
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 import pytest
@@ -57,7 +56,7 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
-@functools.cache
+@cache
 def _parsed(source: str) -> ast.Module:
     """One parse per distinct text: the planted-violation tests re-read a copy of the package that differs from the
     original in one file. The trees are only walked, never changed."""

@@ -7,6 +7,7 @@ Nothing here mocks Docker: the fixtures talk to the real engine; the only test d
 from __future__ import annotations
 
 import calendar
+import collections
 import contextlib
 import io
 import json
@@ -292,10 +293,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _longest_scopes_first(items: list[pytest.Item]) -> None:
-    tests_in: dict[str, int] = {}
-    for item in items:
-        scope = xdist_scope_of(item.nodeid)
-        tests_in[scope] = tests_in.get(scope, 0) + 1
+    tests_in = collections.Counter(xdist_scope_of(item.nodeid) for item in items)
 
     def weight(item: pytest.Item) -> tuple[float, int]:
         scope = xdist_scope_of(item.nodeid)
