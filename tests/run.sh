@@ -17,6 +17,11 @@ if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q -e '.[test]'
+# Bytecode, written once: where the environment sets PYTHONDONTWRITEBYTECODE (this project's CI machines do), every
+# CLI, supervisor and server process the suite starts (~350) would compile the editable package from source again
+# (~0.25 s of CPU each), and every xdist worker would redo pytest's assertion rewriting of each test module.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m compileall -q skill/verl_async_dapo
 
 step "Ray for tests/ray (tests/ray/ensure_ray.sh: its own venv outside the repo, ~360 MB once)"
 # Not in .venv: the server talks to Ray over HTTP only, and a `ray` on .venv's PATH would make host-target
