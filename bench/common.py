@@ -303,10 +303,33 @@ def supervisor_pid(state: State, run_id: str) -> int | None:
     return pid if b"supervise" in cmdline and run_id.encode() in cmdline else None
 
 
+def watchdog_pids(run_id: str) -> list[int]:
+    """The run's supervisor watchdogs (``python -m …watchdog_process RUN_ID PID``), found by command line."""
+    from verl_async_dapo.supervisor.watchdog import WATCHDOG_PROCESS
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if WATCHDOG_PROCESS.encode() in cmdline and run_id.encode() in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
 def kill_supervisor(state: State, run_id: str) -> None:
-    """End the run's detached supervisor (started by our `start`) by its pid and wait until its lock is free."""
+    """End the run's detached supervisor (started by our `start`) by its pid and wait until its lock is free.
+
+    Its watchdog goes first: it would start a new supervisor within a second of the old one's end, and the bench
+    means to measure a run left without one until it heals the run itself."""
     from verl_async_dapo.supervisor.run_lock import supervisor_alive
 
+    for watchdog in watchdog_pids(run_id):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(watchdog, signal.SIGTERM)
     pid = supervisor_pid(state, run_id)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
