@@ -38,6 +38,18 @@ def run(tree: Path, *args: str, control: dict | None = None, **env: str) -> subp
     return subprocess.run(argv, cwd=tree, env=clean_env(**env), capture_output=True, text=True, timeout=120)
 
 
+def test_the_standin_process_reads_verls_yaml_on_libyaml(host_verl_tree: Path) -> None:
+    """Importing the entry module switches OmegaConf to the C parser for the whole process, as its Hydra composes."""
+    probe = ("import recipe.dapo.main_dapo, yaml\n"
+             "from omegaconf import OmegaConf, _utils\n"
+             "loader = _utils.get_yaml_loader()\n"
+             "print(issubclass(loader, yaml.CSafeLoader), OmegaConf.load('recipe/dapo/config/dapo_trainer.yaml') is not None)")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=host_verl_tree, env=clean_env(), capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"], proc.stdout
+
+
 OFFLOAD = "actor_rollout_ref.actor.fsdp_config.param_offload=True"
 ACT_OFFLOAD = "actor_rollout_ref.model.enable_activation_offload=True"
 

@@ -55,8 +55,8 @@ except Exception as exc:
 # Hydra caches the YAML files it parses for one compose only, and a compose reads ~30 of verl's (~0.3 s); the sets
 # of one check differ in override values, not in files, so they share the parsed files: each further set costs
 # ~0.1 s instead. Hydra only reads a cached file (it already reuses one within a compose), and the cache is kept
-# per config name and per override of hydra's own keys (a ``hydra.searchpath`` override changes which files a path
-# names). Scoped to the loader of the enclosing initialize_config_dir; a Hydra without this hook composes as usual.
+# per config name and per ``hydra.searchpath`` override (the one override that changes which file a config path
+# names; a group choice names other paths). Scoped to the loader of the enclosing initialize_config_dir; a Hydra without this hook composes as usual.
 SHARE_PARSED_FILES = r"""
 def share_parsed_files():
     try:
@@ -70,8 +70,8 @@ def share_parsed_files():
     def with_shared_cache(config_name, overrides):
         parsed, repo = create_repo(config_name, overrides)
         if isinstance(getattr(repo, "cache", None), dict):
-            hydra_keys = tuple(o for o in overrides if o.lstrip("+~").startswith("hydra"))
-            repo.cache = shared.setdefault((config_name, hydra_keys), repo.cache)
+            search_path = tuple(o for o in overrides if "searchpath" in o.split("=", 1)[0])
+            repo.cache = shared.setdefault((config_name, search_path), repo.cache)
         return parsed, repo
 
     loader._parse_overrides_and_create_caching_repo = with_shared_cache
