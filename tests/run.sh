@@ -49,9 +49,10 @@ image=$(bash tests/harness/build_image.sh | tail -n 1)
 printf 'test image: %s\n' "$image" >&2
 
 step "pytest"
-# On every core and a bit more (VAD_TEST_WORKERS): many tests wait on real processes, servers and containers, so a
-# third worker on 2 cores keeps the CPU busy; one scope per file (tests/harness/fixtures.py). -n 0 runs serially.
-workers=${VAD_TEST_WORKERS:-$(( $(nproc) + 1 ))}
+# On every core and a bit more (VAD_TEST_WORKERS): many tests wait on real processes, servers and containers, so two
+# workers more than cores keep the CPU busy (2 cores, fresh clone, 2026-12-04: 4 workers 569 s of pytest at 2.0 cores
+# busy, 3 workers 633 s at 1.9); one scope per file (tests/harness/fixtures.py). -n 0 runs serially.
+workers=${VAD_TEST_WORKERS:-$(( $(nproc) + 2 ))}
 rc=0
 .venv/bin/python -m pytest -p no:cacheprovider -n "$workers" tests/ "$@" || rc=$?
 printf 'tests/run.sh: %ss in total\n' "$((SECONDS - started))" >&2
