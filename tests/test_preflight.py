@@ -11,19 +11,22 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from docker.models.containers import Container
 
+from harness.fixtures import exec_argv, put_file
 from harness.standin_files import DATA_NAMES, MODEL_FILES, parquet_bytes
 from verl_async_dapo.exceptions import InvalidTargetInput
 from verl_async_dapo.plans import preflight
 from verl_async_dapo.plans.preflight import CheckStatus, PreflightReport, run_preflight
-from verl_async_dapo.plans.prelaunch import validate_overrides
+from verl_async_dapo.plans.prelaunch import ValidationCache, validate_overrides
 from verl_async_dapo.settings import TrainingSettings
 from verl_async_dapo.targets.base import Target
 from verl_async_dapo.targets.docker import DockerTarget
 from verl_async_dapo.targets.host import HostTarget
+from verl_async_dapo.verl import EntryPlan
 from verl_async_dapo.wording import Face
 
 STALE_DAPO_KEY = "reward_model.overlong_buffer.enable=True"  # the 0.6.x name; gone from 0.7.1 on
@@ -348,3 +351,31 @@ def test_report_rendering() -> None:
     assert report.lines() == ["[ok] a: fine", "[warn] b: meh → do x", "[error] c: bad → do y"]
     assert not report.ok and str(report).count("\n") == 2
     assert report.to_dict()["checks"][2] == {"name": "c", "status": "error", "detail": "bad", "fix": "do y"}
+
+
+# python3 that exits 0 having printed nothing on its first call: an exec whose output Docker lost (moby#27289).
+SILENT_FIRST_PYTHON = """#!/bin/sh
+n=$(cat /tmp/py-calls 2>/dev/null || echo 0)
+echo $((n + 1)) > /tmp/py-calls
+[ "$n" -lt 1 ] && exit 0
+exec /usr/bin/python3 "$@"
+"""
+
+
+async def test_an_answer_docker_lost_is_asked_again_not_taken_for_a_verdict(container: Container,
+                                                                            docker_target: DockerTarget) -> None:  # fmt: skip
+    put_file(container, "/usr/local/bin/python3", SILENT_FIRST_PYTHON, mode=0o755)
+    report = await run_preflight(docker_target, settings(), allow_no_gpus=True)
+    assert by_name(report, "python3").status is CheckStatus.OK, report.lines()
+    assert by_name(report, "hydra").status is CheckStatus.OK, report.lines()  # was "hydra is not importable"
+
+    # The launch's Hydra check ahead of need: the lost answer is "could not validate", which the relaunch's lookup
+    # checks again, not a verdict that rejects the attempt as a config error.
+    exec_argv(container, ["rm", "-f", "/tmp/py-calls"])
+    entry = EntryPlan(module="recipe.dapo.main_dapo", config_name=DAPO_CONFIG[1], config_path=DAPO_CONFIG[0],
+                      config_dir=f"/verl/{DAPO_CONFIG[0]}", cwd="/verl")  # fmt: skip
+    cache = ValidationCache(docker_target)
+    plan = SimpleNamespace(entry=entry, overrides=(CURRENT_DAPO_KEY,))  # the two fields the cache reads
+    await cache.prevalidate([plan])  # type: ignore[list-item]
+    assert exec_argv(container, ["cat", "/tmp/py-calls"]).stdout.strip() == "1"  # the silent answer was the cache's
+    assert (await cache.result(entry, plan.overrides)).ok

@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from docker.models.containers import Container
 from target_helpers import Env
 
+from harness.fixtures import exec_argv, put_file
 from verl_async_dapo.exceptions import TargetError
+from verl_async_dapo.targets.docker import DockerTarget
 
 GIB = 1 << 30
 
@@ -72,3 +75,29 @@ async def test_binary_roundtrip(env: Env) -> None:
     assert await env.target.read_range(path, 0, len(data)) == data
     assert await env.target.read_range(path, 255, 3) == bytes([255, 0, 1])
     assert await env.target.file_size(path) == len(data)
+
+
+STAT_SHIM = """#!/bin/sh
+# Fails (no output) for the first {fails} calls, as an exec that did not start or whose output Docker lost; then stat.
+n=$(cat /tmp/stat-calls 2>/dev/null || echo 0)
+echo $((n + 1)) > /tmp/stat-calls
+[ "$n" -lt {fails} ] && exit {code}
+exec /usr/bin/stat "$@"
+"""
+
+
+@pytest.mark.parametrize(("fails", "code"), [(1, 126), (2, 0)])
+async def test_a_lost_existence_answer_is_asked_again_not_read_as_missing(container: Container, fails: int,
+                                                                         code: int) -> None:  # fmt: skip
+    """An exec that failed to start (126), or one whose output Docker lost (exit 0, nothing printed), is not "no such
+    path": paths_exist asks again (a suite run once refused a launch over "VERL_HOME /verl does not exist")."""
+    put_file(container, "/usr/local/bin/stat", STAT_SHIM.format(fails=fails, code=code), mode=0o755)
+    target = DockerTarget(container.name)
+    assert await target.paths_exist(["/verl", "/nope"]) == {"/verl": True, "/nope": False}
+    assert exec_argv(container, ["cat", "/tmp/stat-calls"]).stdout.strip() == str(fails + 1)
+
+
+async def test_an_existence_answer_that_stays_lost_is_an_error(container: Container) -> None:
+    put_file(container, "/usr/local/bin/stat", STAT_SHIM.format(fails=99, code=0), mode=0o755)
+    with pytest.raises(TargetError, match="could not check paths"):
+        await DockerTarget(container.name).paths_exist(["/verl"])

@@ -20,7 +20,7 @@ from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
 from verl_async_dapo.plans import preflight_files
 from verl_async_dapo.plans.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
 from verl_async_dapo.plans.preflight_memory import MemoryResult, memory_checks
-from verl_async_dapo.plans.preflight_python import PYTHON_SCRIPT, PythonProbe, parse_python_probe
+from verl_async_dapo.plans.preflight_python import PROBE_TRIES, PYTHON_SCRIPT, PythonProbe, parse_python_probe
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
 from verl_async_dapo.targets.ray import RayTarget
@@ -163,7 +163,10 @@ class _Preflight:
             self.add(name, CheckStatus.ERROR, f"could not check: {exc}", "make sure the target is running")
 
     async def python(self) -> None:
-        res = await self.target.run(["python3", "-c", PYTHON_SCRIPT], timeout=30)
+        for _ in range(PROBE_TRIES):  # exit 0 with nothing printed: an answer Docker lost, not a Python without hydra
+            res = await self.target.run(["python3", "-c", PYTHON_SCRIPT], timeout=30)
+            if res.exit_code != 0 or parse_python_probe(res.stdout).answered:
+                break
         if res.exit_code == 0:
             self.has_python = True
             self.probe = parse_python_probe(res.stdout)

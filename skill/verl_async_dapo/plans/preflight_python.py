@@ -9,6 +9,8 @@ from dataclasses import dataclass
 # verl composes its config with). Marked, because importing hydra could print; %-formatting, so that an old Python
 # still answers the python3 check instead of failing on the script's syntax.
 HYDRA_VERSION, HYDRA_ERROR = "vad-hydra-version", "vad-hydra-error"
+NO_ANSWER = "no answer from the probe"
+PROBE_TRIES = 3  # an exit 0 without the marked line is asked again
 PYTHON_SCRIPT = f"""import sys
 print(sys.version.split()[0], sys.executable)
 try:
@@ -28,6 +30,11 @@ class PythonProbe:
     hydra_version: str | None
     hydra_error: str | None
 
+    @property
+    def answered(self) -> bool:
+        """Whether the script's marked line came back (Docker can lose a short exec's output: moby#27289)."""
+        return self.hydra_version is not None or self.hydra_error != NO_ANSWER
+
 
 def parse_python_probe(stdout: str) -> PythonProbe:
     lines = stdout.strip().splitlines()
@@ -38,4 +45,4 @@ def parse_python_probe(stdout: str) -> PythonProbe:
             return PythonProbe(version, executable, rest.strip(), None)
         if word == HYDRA_ERROR:
             return PythonProbe(version, executable, None, rest.strip())
-    return PythonProbe(version, executable, None, "no answer from the probe")
+    return PythonProbe(version, executable, None, NO_ANSWER)

@@ -200,7 +200,10 @@ async def validate_override_sets(
             found = None
         if isinstance(found, list) and len(found) == len(override_sets):
             return [ValidationResult(ok=e is None, error=None if e is None else str(e)) for e in found]
-        error = f"unexpected validator output: {res.stdout.strip()[-500:]}"
+        # Exit 0 without the answer (Docker can lose a short exec's output: moby#27289): not a verdict on the
+        # overrides, so "could not validate", which ValidationCache.result checks again with a check that needs no
+        # output to pass, instead of rejecting the attempt as a config error.
+        error = f"could not validate the overrides: the check exited 0 without its answer: {res.stdout.strip()[-500:]}"
     elif res.exit_code == COMMAND_NOT_FOUND:
         error = f"python3 not found in {target.name}"
     else:

@@ -60,6 +60,7 @@ __all__ = [
 
 MAX_READ = 64 << 20  # one read_tail / read_range / command output at most
 START_TIMEOUT = 10.0  # how long start_detached waits for the pgid file
+PATHS_EXIST_TRIES = 3  # paths_exist asks again when the answer lacks its witness (see there)
 _POLL = 0.1
 
 # A follow pins one worker thread per idle log; its own limiter keeps them off anyio's default
@@ -324,10 +325,18 @@ class DockerTarget(Target):
         paths = [check_target_path(p) for p in paths]
         if not paths:
             return {}
-        # One exec for all: stat prints only the names that exist, NUL-terminated.
-        _, out, _ = await self._exec(["stat", "-L", "--printf=%n\\0", "--", *paths])
-        found = set(out.decode("utf-8", "surrogateescape").split("\0"))
-        return {p: p in found for p in paths}
+        # One exec for all: stat prints only the names that exist, NUL-terminated. "/" goes first as a witness: an
+        # exec can fail to start under load, and Docker can lose a short exec's output (moby#27289, docker-py#2042);
+        # an answer without "/" says nothing about the paths, so ask again, and in the end say so, never "missing"
+        # (a fresh-clone suite run refused a launch over "VERL_HOME /verl does not exist" with /verl in place).
+        detail = ""
+        for _ in range(PATHS_EXIST_TRIES):
+            code, out, err = await self._exec(["stat", "-L", "--printf=%n\\0", "--", "/", *paths])
+            found = set(out.decode("utf-8", "surrogateescape").split("\0"))
+            if "/" in found and code in (0, 1):  # 1: some path is missing
+                return {p: p in found for p in paths}
+            detail = f"stat exited {code}: {err.decode('utf-8', 'replace').strip()[-300:] or 'no output'}"
+        raise TargetError(f"could not check paths in container {self.name!r} ({detail})")
 
     async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
         check_target_path(path)
