@@ -353,29 +353,31 @@ def test_report_rendering() -> None:
     assert report.to_dict()["checks"][2] == {"name": "c", "status": "error", "detail": "bad", "fix": "do y"}
 
 
-# python3 that exits 0 having printed nothing on its first call: an exec whose output Docker lost (moby#27289).
-SILENT_FIRST_PYTHON = """#!/bin/sh
-n=$(cat /tmp/py-calls 2>/dev/null || echo 0)
-echo $((n + 1)) > /tmp/py-calls
+# A program that exits 0 having printed nothing on its first call: an exec whose output Docker lost (moby#27289).
+SILENT_FIRST = """#!/bin/sh
+n=$(cat /tmp/{name}-calls 2>/dev/null || echo 0)
+echo $((n + 1)) > /tmp/{name}-calls
 [ "$n" -lt 1 ] && exit 0
-exec /usr/bin/python3 "$@"
+exec /usr/bin/{name} "$@"
 """
 
 
 async def test_an_answer_docker_lost_is_asked_again_not_taken_for_a_verdict(container: Container,
                                                                             docker_target: DockerTarget) -> None:  # fmt: skip
-    put_file(container, "/usr/local/bin/python3", SILENT_FIRST_PYTHON, mode=0o755)
+    for name in ("python3", "tail"):  # the probe, and the read of verl/version/version
+        put_file(container, f"/usr/local/bin/{name}", SILENT_FIRST.format(name=name), mode=0o755)
     report = await run_preflight(docker_target, settings(), allow_no_gpus=True)
     assert by_name(report, "python3").status is CheckStatus.OK, report.lines()
     assert by_name(report, "hydra").status is CheckStatus.OK, report.lines()  # was "hydra is not importable"
+    assert by_name(report, "verl").detail.startswith("verl 0.9.1"), report.lines()  # was "no verl found"
 
     # The launch's Hydra check ahead of need: the lost answer is "could not validate", which the relaunch's lookup
     # checks again, not a verdict that rejects the attempt as a config error.
-    exec_argv(container, ["rm", "-f", "/tmp/py-calls"])
+    exec_argv(container, ["rm", "-f", "/tmp/python3-calls"])
     entry = EntryPlan(module="recipe.dapo.main_dapo", config_name=DAPO_CONFIG[1], config_path=DAPO_CONFIG[0],
                       config_dir=f"/verl/{DAPO_CONFIG[0]}", cwd="/verl")  # fmt: skip
     cache = ValidationCache(docker_target)
     plan = SimpleNamespace(entry=entry, overrides=(CURRENT_DAPO_KEY,))  # the two fields the cache reads
     await cache.prevalidate([plan])  # type: ignore[list-item]
-    assert exec_argv(container, ["cat", "/tmp/py-calls"]).stdout.strip() == "1"  # the silent answer was the cache's
+    assert exec_argv(container, ["cat", "/tmp/python3-calls"]).stdout.strip() == "1"  # the silent answer was the cache's
     assert (await cache.result(entry, plan.overrides)).ok
