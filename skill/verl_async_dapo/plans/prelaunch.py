@@ -56,7 +56,8 @@ except Exception as exc:
 # of one check differ in override values, not in files, so they share the parsed files: each further set costs
 # ~0.1 s instead. Hydra only reads a cached file (it already reuses one within a compose), and the cache is kept
 # per config name and per ``hydra.searchpath`` override (the one override that changes which file a config path
-# names; a group choice names other paths). Scoped to the loader of the enclosing initialize_config_dir; a Hydra without this hook composes as usual.
+# names; a group choice names other paths). Scoped to the loader of the enclosing initialize_config_dir; a Hydra
+# without this hook composes as usual.
 SHARE_PARSED_FILES = r"""
 def share_parsed_files():
     try:
