@@ -77,13 +77,18 @@ async def test_binary_roundtrip(env: Env) -> None:
     assert await env.target.file_size(path) == len(data)
 
 
-STAT_SHIM = """#!/bin/sh
-# Fails (no output) for the first {fails} calls, as an exec that did not start or whose output Docker lost; then stat.
-n=$(cat /tmp/stat-calls 2>/dev/null || echo 0)
-echo $((n + 1)) > /tmp/stat-calls
+SILENT_FIRST = """#!/bin/sh
+# Fails (no output) for the first {fails} calls, as an exec that did not start or whose output Docker lost; then
+# the real program.
+n=$(cat /tmp/{name}-calls 2>/dev/null || echo 0)
+echo $((n + 1)) > /tmp/{name}-calls
 [ "$n" -lt {fails} ] && exit {code}
-exec /usr/bin/stat "$@"
+exec /usr/bin/{name} "$@"
 """
+
+
+def silent_first(container: Container, name: str, fails: int, code: int = 0) -> None:
+    put_file(container, f"/usr/local/bin/{name}", SILENT_FIRST.format(name=name, fails=fails, code=code), mode=0o755)
 
 
 @pytest.mark.parametrize(("fails", "code"), [(1, 126), (2, 0)])
@@ -91,13 +96,25 @@ async def test_a_lost_existence_answer_is_asked_again_not_read_as_missing(contai
                                                                          code: int) -> None:  # fmt: skip
     """An exec that failed to start (126), or one whose output Docker lost (exit 0, nothing printed), is not "no such
     path": paths_exist asks again (a suite run once refused a launch over "VERL_HOME /verl does not exist")."""
-    put_file(container, "/usr/local/bin/stat", STAT_SHIM.format(fails=fails, code=code), mode=0o755)
+    silent_first(container, "stat", fails, code)
     target = DockerTarget(container.name)
     assert await target.paths_exist(["/verl", "/nope"]) == {"/verl": True, "/nope": False}
     assert exec_argv(container, ["cat", "/tmp/stat-calls"]).stdout.strip() == str(fails + 1)
 
 
 async def test_an_existence_answer_that_stays_lost_is_an_error(container: Container) -> None:
-    put_file(container, "/usr/local/bin/stat", STAT_SHIM.format(fails=99, code=0), mode=0o755)
+    silent_first(container, "stat", 99)
     with pytest.raises(TargetError, match="could not check paths"):
         await DockerTarget(container.name).paths_exist(["/verl"])
+
+
+async def test_a_lost_process_list_does_not_leave_a_stopped_job_running(container: Container) -> None:
+    """ps lists at least itself: no row at all is a lost answer, asked again, not a job group that is gone (the stop
+    would otherwise skip its signals and leave the job training under a run marked stopped)."""
+    target = DockerTarget(container.name)
+    handle = await target.start_detached(["sleep", "300"], env={}, cwd="/tmp", job_dir="/tmp/vad-job",
+                                         log_path="/tmp/vad-job/log")  # fmt: skip
+    assert (await target.job_status(handle)).running
+    silent_first(container, "ps", 1)
+    await target.stop_job(handle, grace_seconds=1)
+    assert not (await target.job_status(handle)).running

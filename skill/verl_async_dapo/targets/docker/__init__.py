@@ -60,7 +60,7 @@ __all__ = [
 
 MAX_READ = 64 << 20  # one read_tail / read_range / command output at most
 START_TIMEOUT = 10.0  # how long start_detached waits for the pgid file
-PATHS_EXIST_TRIES = 3  # paths_exist asks again when the answer lacks its witness (see there)
+ANSWER_TRIES = 3  # an exec answer that cannot be right (lost output: see paths_exist) is asked again
 _POLL = 0.1
 
 # A follow pins one worker thread per idle log; its own limiter keeps them off anyio's default
@@ -196,9 +196,17 @@ class DockerTarget(Target):
             await anyio.sleep(_POLL)
 
     async def _processes(self) -> list[tuple[int, int, str]] | None:
-        """(pid, pgid, stat) of every process in the container; None when ps is not installed."""
-        code, out, _ = await self._exec(["ps", "-e", "-o", "pid=,pgid=,stat="], timeout=15.0)
-        return parse_ps(out.decode("ascii", "replace")) if code == 0 else None
+        """(pid, pgid, stat) of every process in the container; None when ps is not installed or gives no answer
+        (then ``kill -0``, whose exit code needs no output, decides)."""
+        for _ in range(ANSWER_TRIES):
+            code, out, _ = await self._exec(["ps", "-e", "-o", "pid=,pgid=,stat="], timeout=15.0)
+            if code != 0:
+                return None
+            if rows := parse_ps(out.decode("ascii", "replace")):
+                return rows
+            # ps lists at least itself: no row is an answer Docker lost, not an empty container (a stop would
+            # otherwise take a live job's group for gone and leave it running).
+        return None
 
     async def _kill(self, signal: str, target: str) -> int:
         """``kill -SIG -- TARGET`` (TARGET = pid or -pgid); falls back to the shell builtin without /bin/kill."""
@@ -330,7 +338,7 @@ class DockerTarget(Target):
         # an answer without "/" says nothing about the paths, so ask again, and in the end say so, never "missing"
         # (a fresh-clone suite run refused a launch over "VERL_HOME /verl does not exist" with /verl in place).
         detail = ""
-        for _ in range(PATHS_EXIST_TRIES):
+        for _ in range(ANSWER_TRIES):
             code, out, err = await self._exec(["stat", "-L", "--printf=%n\\0", "--", "/", *paths])
             found = set(out.decode("utf-8", "surrogateescape").split("\0"))
             if "/" in found and code in (0, 1):  # 1: some path is missing
