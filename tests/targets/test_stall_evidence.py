@@ -19,12 +19,15 @@ from test_target_jobs import start, wait_for_file
 from verl_async_dapo.watchman import evidence
 
 # A fixed test script: a child that retitles itself like a Ray worker, in a new session (as the raylet starts them),
-# writes its pid to $1, prints one verl step line, then waits.
-JOB = """
+# and writes its pid to $1 once its interpreter runs its code (stopped before that, it has no Python stack for py-spy
+# to find: "Failed to find a python interpreter", seen once under load); the parent prints one verl step line, then
+# waits.
+CHILD = ("import os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); "
+         "os.replace(sys.argv[1] + '.tmp', sys.argv[1]); time.sleep(300)")
+JOB = f"""
 import subprocess, sys, time
-child = subprocess.Popen(["ray::WorkerDict", "-c", "import time; time.sleep(300)"], executable=sys.executable,
+child = subprocess.Popen(["ray::WorkerDict", "-c", {CHILD!r}, sys.argv[1]], executable=sys.executable,
                          start_new_session=True)
-open(sys.argv[1], "w").write(str(child.pid))
 print("\\x1b[36m(DAPOTaskRunner pid=1)\\x1b[0m step:1 - x:1", flush=True)
 print("\\x1b[36m(DAPOTaskRunner pid=1)\\x1b[0m ", flush=True)
 time.sleep(300)
