@@ -118,3 +118,17 @@ async def test_a_lost_process_list_does_not_leave_a_stopped_job_running(containe
     silent_first(container, "ps", 1)
     await target.stop_job(handle, grace_seconds=1)
     assert not (await target.job_status(handle)).running
+
+
+async def test_a_lost_tail_is_read_again_and_an_empty_file_is_still_empty(container: Container) -> None:
+    """A log's tail read as nothing would classify an OOM as no error: empty output from a file with bytes is asked
+    again; a file that is empty reads empty."""
+    target = DockerTarget(container.name)
+    await target.write_file("/tmp/vad.log", b"torch.OutOfMemoryError: CUDA out of memory.\n")
+    await target.write_file("/tmp/empty.log", b"")
+    silent_first(container, "tail", 1)
+    assert await target.read_tail("/tmp/vad.log", 64) == b"torch.OutOfMemoryError: CUDA out of memory.\n"
+    silent_first(container, "tail", 99)
+    assert await target.read_tail("/tmp/empty.log", 64) == b""
+    with pytest.raises(TargetError, match="no answer"):
+        await target.read_tail("/tmp/vad.log", 64)

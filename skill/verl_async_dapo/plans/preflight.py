@@ -271,10 +271,7 @@ class _Preflight:
         version_file = posixpath.join(home, "verl/version/version")
         source = ""
         if (await self.target.paths_exist([version_file]))[version_file]:
-            for _ in range(PROBE_TRIES):  # an empty read of a version file that exists: an answer Docker lost
-                self.verl_version = (await self.target.read_tail(version_file, 64)).decode("utf-8", "replace").strip()
-                if self.verl_version:
-                    break
+            self.verl_version = (await self.target.read_tail(version_file, 64)).decode("utf-8", "replace").strip()
             source = version_file
         elif self.has_python:
             res = await self.target.run(["python3", "-c", _VERSION_SCRIPT], cwd=home, timeout=30)

@@ -292,10 +292,15 @@ class DockerTarget(Target):
         _check_size(max_bytes, "max_bytes")
         if max_bytes == 0:
             return b""
-        code, out, err = await self._exec(["tail", "-c", str(max_bytes), "--", path])
-        if code != 0:
-            raise TargetError(f"cannot read {path} in {self.name!r}: {err.decode('utf-8', 'replace').strip()}")
-        return out
+        for _ in range(ANSWER_TRIES):
+            code, out, err = await self._exec(["tail", "-c", str(max_bytes), "--", path])
+            if code != 0:
+                raise TargetError(f"cannot read {path} in {self.name!r}: {err.decode('utf-8', 'replace').strip()}")
+            # Nothing read from a file that has bytes is an answer Docker lost (see paths_exist): a log's tail read
+            # empty would classify an OOM as nothing and cost the run its relaunch.
+            if out or not await self.file_size(path):
+                return out
+        raise TargetError(f"cannot read {path} in {self.name!r}: no answer in {ANSWER_TRIES} tries")
 
     async def read_range(self, path: str, offset: int, length: int) -> bytes:
         check_target_path(path)
