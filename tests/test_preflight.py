@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 from docker.models.containers import Container
 
-from harness.fixtures import exec_argv, put_file
+from harness.fixtures import exec_argv, silent_first
 from harness.standin_files import DATA_NAMES, MODEL_FILES, parquet_bytes
 from verl_async_dapo.exceptions import InvalidTargetInput
 from verl_async_dapo.plans import preflight
@@ -353,19 +353,10 @@ def test_report_rendering() -> None:
     assert report.to_dict()["checks"][2] == {"name": "c", "status": "error", "detail": "bad", "fix": "do y"}
 
 
-# A program that exits 0 having printed nothing on its first call: an exec whose output Docker lost (moby#27289).
-SILENT_FIRST = """#!/bin/sh
-n=$(cat /tmp/{name}-calls 2>/dev/null || echo 0)
-echo $((n + 1)) > /tmp/{name}-calls
-[ "$n" -lt 1 ] && exit 0
-exec /usr/bin/{name} "$@"
-"""
-
-
 async def test_an_answer_docker_lost_is_asked_again_not_taken_for_a_verdict(container: Container,
                                                                             docker_target: DockerTarget) -> None:  # fmt: skip
     for name in ("python3", "tail"):  # the probe, and the read of verl/version/version
-        put_file(container, f"/usr/local/bin/{name}", SILENT_FIRST.format(name=name), mode=0o755)
+        silent_first(container, name, 1)
     report = await run_preflight(docker_target, settings(), allow_no_gpus=True)
     assert by_name(report, "python3").status is CheckStatus.OK, report.lines()
     assert by_name(report, "hydra").status is CheckStatus.OK, report.lines()  # was "hydra is not importable"

@@ -104,6 +104,22 @@ def put_file(container: Container, path: str, content: str | bytes, mode: int = 
     container.put_archive(os.path.dirname(path) or "/", buf.getvalue())
 
 
+# A program that exits with `code` having printed nothing on its first `fails` calls, then runs the real one: an exec
+# that did not start, or one whose output Docker lost (moby#27289), reproduced on demand in a real container.
+_SILENT_FIRST = """#!/bin/sh
+n=$(cat /tmp/{name}-calls 2>/dev/null || echo 0)
+echo $((n + 1)) > /tmp/{name}-calls
+[ "$n" -lt {fails} ] && exit {code}
+exec /usr/bin/{name} "$@"
+"""
+
+
+def silent_first(container: Container, name: str, fails: int, code: int = 0) -> None:
+    """Put that stand-in for /usr/bin/``name`` first on the container's PATH; /tmp/``name``-calls counts its calls."""
+    script = _SILENT_FIRST.format(name=name, fails=fails, code=code)
+    put_file(container, f"/usr/local/bin/{name}", script, mode=0o755)
+
+
 def read_file(container: Container, path: str) -> bytes:
     stream, _ = container.get_archive(path)
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

@@ -8,7 +8,7 @@ import pytest
 from docker.models.containers import Container
 from target_helpers import Env
 
-from harness.fixtures import exec_argv, put_file
+from harness.fixtures import exec_argv, silent_first
 from verl_async_dapo.exceptions import TargetError
 from verl_async_dapo.targets.docker import DockerTarget
 
@@ -75,20 +75,6 @@ async def test_binary_roundtrip(env: Env) -> None:
     assert await env.target.read_range(path, 0, len(data)) == data
     assert await env.target.read_range(path, 255, 3) == bytes([255, 0, 1])
     assert await env.target.file_size(path) == len(data)
-
-
-SILENT_FIRST = """#!/bin/sh
-# Fails (no output) for the first {fails} calls, as an exec that did not start or whose output Docker lost; then
-# the real program.
-n=$(cat /tmp/{name}-calls 2>/dev/null || echo 0)
-echo $((n + 1)) > /tmp/{name}-calls
-[ "$n" -lt {fails} ] && exit {code}
-exec /usr/bin/{name} "$@"
-"""
-
-
-def silent_first(container: Container, name: str, fails: int, code: int = 0) -> None:
-    put_file(container, f"/usr/local/bin/{name}", SILENT_FIRST.format(name=name, fails=fails, code=code), mode=0o755)
 
 
 @pytest.mark.parametrize(("fails", "code"), [(1, 126), (2, 0)])
