@@ -50,6 +50,32 @@ def test_the_standin_process_reads_verls_yaml_on_libyaml(host_verl_tree: Path) -
     assert proc.stdout.split() == ["True", "True"], proc.stdout
 
 
+def test_the_standin_process_composes_once_and_a_bad_override_still_fails_in_hydras_words(host_verl_tree: Path) -> None:
+    """@hydra.main's mode-reading compose is skipped (verl's configs never set hydra.mode): one compose per process,
+    two when an override names hydra.mode; a stale key still fails with Hydra's own message, exit 1."""
+    probe = ("import runpy, sys\n"
+             "from hydra._internal.hydra import Hydra\n"
+             "composed = Hydra.compose_config\n"
+             "calls = []\n"
+             "Hydra.compose_config = lambda self, *a, **k: calls.append(1) or composed(self, *a, **k)\n"
+             "sys.argv = ['main_dapo', 'trainer.total_training_steps=0', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('recipe.dapo.main_dapo', run_name='__main__', alter_sys=True)\n"
+             "finally:\n    print('composes', len(calls), flush=True)\n")  # fmt: skip
+
+    def composes(*overrides: str) -> tuple[int, str]:
+        proc = subprocess.run([sys.executable, "-c", probe, *overrides], cwd=host_verl_tree, env=clean_env(),
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        counted = [line for line in proc.stdout.splitlines() if line.startswith("composes ")]
+        assert counted, proc.stdout + proc.stderr
+        return int(counted[-1].split()[1]), proc.stderr
+
+    assert composes()[0] == 1
+    assert composes("hydra.mode=RUN")[0] == 2
+    count, stderr = composes("trainer.no_such_key_here=1")
+    assert count == 1
+    assert "Could not override 'trainer.no_such_key_here'" in stderr, stderr
+
+
 OFFLOAD = "actor_rollout_ref.actor.fsdp_config.param_offload=True"
 ACT_OFFLOAD = "actor_rollout_ref.model.enable_activation_offload=True"
 
