@@ -12,11 +12,30 @@ cd "$ROOT"
 step() { printf '\n==> %s\n' "$*" >&2; }
 started=$SECONDS
 
-step "venv .venv + pip install -e '.[test]'"
+step "venv .venv + install -e '.[test]' (uv when it can be had, else pip)"
 if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q -e '.[test]'
+# uv installs the same resolution in ~11 s where pip takes ~38 s of CPU on 2 cores (fresh venv, 2026-12-04): most
+# of the wait before the first test. It is given pip's own configured index, constraints and find-links (uv reads no
+# pip.conf); pip stays the fallback (no uv on the index, an offline mirror without it).
+uv_args=()
+while IFS= read -r line; do
+    key=${line%%=*} value=${line#*=}
+    value=${value#\'} value=${value%\'}
+    case "$key" in
+        *.constraint) for v in $value; do uv_args+=(--constraint "$v"); done ;;
+        *.find-links) for v in $value; do if [[ -e $v ]]; then uv_args+=(--find-links "$v"); fi; done ;;
+        *.extra-index-url) for v in $value; do
+            if [[ $v != file://* || -e ${v#file://} ]]; then uv_args+=(--extra-index-url "$v"); fi; done ;;
+        *.index-url) uv_args+=(--index-url "$value") ;;
+        *.no-index) uv_args+=(--no-index) ;;
+    esac
+done < <(.venv/bin/python -m pip config list 2>/dev/null)
+if ! { .venv/bin/python -m pip install -q uv 2>/dev/null \
+        && .venv/bin/uv pip install -q --python .venv/bin/python "${uv_args[@]}" -e '.[test]'; }; then
+    .venv/bin/python -m pip install -q -e '.[test]'
+fi
 # Bytecode, written once: where the environment sets PYTHONDONTWRITEBYTECODE (this project's CI machines do), every
 # CLI, supervisor and server process the suite starts (~350) would compile the editable package from source again
 # (~0.25 s of CPU each), and every xdist worker would redo pytest's assertion rewriting of each test module.
