@@ -17,9 +17,11 @@ if [[ ! -x .venv/bin/python ]]; then
     python3 -m venv .venv
 fi
 # uv installs the same resolution in ~11 s where pip takes ~38 s of CPU on 2 cores (fresh venv, 2026-12-04): most
-# of the wait before the first test. It is given pip's own configured index, constraints and find-links (uv reads no
-# pip.conf); pip stays the fallback (no uv on the index, an offline mirror without it).
-uv_args=()
+# of the wait before the first test. It is given pip's own configured indexes, constraints and find-links (uv reads
+# no pip.conf) and pip's choice among indexes (the best version on any of them; uv's default takes the first index
+# that has the package, an older mirror's versions included); pip stays the fallback (no uv on the index, an offline
+# mirror without it).
+uv_args=(--index-strategy unsafe-best-match)
 while IFS= read -r line; do
     key=${line%%=*} value=${line#*=}
     value=${value#\'} value=${value%\'}
