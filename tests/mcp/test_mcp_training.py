@@ -120,8 +120,33 @@ async def _decline(_ctx: Any, _params: Any) -> ElicitResult:
 
 
 @pytest.mark.both_eras
-async def test_stop_confirmed_in_the_form(connect: Callable[..., Any], training_tree: Path) -> None:
+async def test_stop_is_the_users_to_confirm_in_a_form_or_with_confirm(
+    connect: Callable[..., Any], training_tree: Path
+) -> None:
+    """Three clients, two runs (until 2026-12-04 three tests, a run each): a form the user declines keeps the run
+    training; a client without forms is refused unless it passes confirm=true, then stops it, and a second stop is
+    not needed; a form the user accepts names the run and stops it."""
     control(training_tree, hang=True, fail_at_step=1)
+    async with connect(elicitation_callback=_decline) as c:
+        started = await start(c)
+        run_id = started["run_id"]
+        await wait_until(c, run_id, {"running"})
+        kept = await ok(c, "stop_training", {"run_id": run_id})
+        assert kept["confirmation"] == "declined"
+        assert kept["status"] in ACTIVE_RUN_STATUSES
+        assert (await ok(c, "get_progress"))["status"] in ACTIVE_RUN_STATUSES
+
+    async with connect() as c:  # no elicitation_callback: the client declares no elicitation capability
+        message = await refused(c, "stop_training", {})
+        assert "confirm=true" in message
+        assert (await ok(c, "get_progress"))["status"] in ACTIVE_RUN_STATUSES
+        stopped = await ok(c, "stop_training", {"confirm": True})
+        assert stopped["confirmation"] == "argument"
+        done = await wait_until(c, run_id, FINAL)
+        assert done["status"] == "stopped"
+        again = await ok(c, "stop_training", {"run_id": run_id})
+        assert again["confirmation"] == "not_needed" and again["status"] == "stopped"
+
     asked: list[str] = []
 
     async def accept(ctx: Any, params: Any) -> ElicitResult:
@@ -129,43 +154,14 @@ async def test_stop_confirmed_in_the_form(connect: Callable[..., Any], training_
         return await _accept(ctx, params)
 
     async with connect(elicitation_callback=accept) as c:
-        started = await start(c)
-        await wait_until(c, started["run_id"], {"running"})
+        second = await start(c)
+        await wait_until(c, second["run_id"], {"running"})
         stopped = await ok(c, "stop_training", {})
-        assert asked and started["run_id"] in asked[0]
+        assert asked and second["run_id"] in asked[0]
         assert stopped["confirmation"] == "user"
         assert stopped["status"] in {"stopped", "stopping"}
-        done = await wait_until(c, started["run_id"], FINAL)
+        done = await wait_until(c, second["run_id"], FINAL)
         assert done["status"] == "stopped"
-
-
-@pytest.mark.both_eras
-async def test_stop_declined_in_the_form_keeps_training(connect: Callable[..., Any], training_tree: Path) -> None:
-    control(training_tree, hang=True, fail_at_step=1)
-    async with connect(elicitation_callback=_decline) as c:
-        started = await start(c)
-        await wait_until(c, started["run_id"], {"running"})
-        kept = await ok(c, "stop_training", {"run_id": started["run_id"]})
-        assert kept["confirmation"] == "declined"
-        assert kept["status"] in ACTIVE_RUN_STATUSES
-        assert (await ok(c, "get_progress"))["status"] in ACTIVE_RUN_STATUSES
-
-
-@pytest.mark.both_eras
-async def test_stop_without_form_support_needs_confirm(connect: Callable[..., Any], training_tree: Path) -> None:
-    control(training_tree, hang=True, fail_at_step=1)
-    async with connect() as c:  # no elicitation_callback: the client declares no elicitation capability
-        started = await start(c)
-        await wait_until(c, started["run_id"], {"running"})
-        message = await refused(c, "stop_training", {})
-        assert "confirm=true" in message
-        assert (await ok(c, "get_progress"))["status"] in ACTIVE_RUN_STATUSES
-        stopped = await ok(c, "stop_training", {"confirm": True})
-        assert stopped["confirmation"] == "argument"
-        done = await wait_until(c, started["run_id"], FINAL)
-        assert done["status"] == "stopped"
-        again = await ok(c, "stop_training", {"run_id": started["run_id"]})
-        assert again["confirmation"] == "not_needed" and again["status"] == "stopped"
 
 
 async def test_overrides_show_in_the_session_and_a_stopped_run_resumes(
