@@ -103,12 +103,9 @@ def test_a_supervisor_killed_with_a_pending_notification_neither_loses_nor_repea
     assert [r.json()["event"] for r in ok] == ["run_failed"], cli.explain(run_id)
     assert [(r.status, r.tries) for r in cli.store.outbox_rows(run_id)] == [("sent", 2)]
 
-
-def test_the_outbox_table_holds_no_secret(cli: Cli, verl_docker: Container, hook: Services) -> None:
-    write_control(verl_docker, {"fail": "config", "step_seconds": STEP_S})
-    run_id = cli.start(verl_docker.name)["run_id"]
-    cli.wait_final(run_id)
-    _wait_events(hook, cli, run_id, ["run_failed"])
+    # The outbox table, after a failed try, a retry by another supervisor and a send, holds no secret (a test of
+    # its own until 2026-12-04, on a run of the same shape that failed, notified and ended).
+    assert cli.run_row(run_id).status == "failed"
     db = sqlite3.connect(cli.home / "state.db")
     dump = "\n".join(db.iterdump())
     db.close()
