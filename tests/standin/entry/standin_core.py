@@ -44,7 +44,7 @@ def runner_name(workflow: str, tree_root: Path = TREE_ROOT) -> str:
 def on_import(workflow: str) -> None:
     """The recipe-vs-verl ImportError happens while importing the entry module, before Hydra runs. Otherwise this
     process's Hydra reads verl's YAML files on libyaml (standin_yaml: the same loader) and composes the config once,
-    not twice (standin_yaml.compose_once_under_hydra_main): ~0.5 instead of ~0.8 s of CPU per process on the host."""
+    not twice (standin_yaml.compose_once_under_hydra_main): ~0.65 instead of ~0.81 s of CPU per process on the host."""
     if _load_control().fail == "import":
         raise standin_failures.import_error(str(TREE_ROOT))
     standin_yaml.use_libyaml_for_omegaconf()
