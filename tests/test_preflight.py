@@ -18,7 +18,7 @@ from docker.models.containers import Container
 
 from harness.fixtures import exec_argv, silent_first
 from harness.standin_files import DATA_NAMES, MODEL_FILES, parquet_bytes
-from verl_async_dapo.exceptions import InvalidTargetInput
+from verl_async_dapo.exceptions import InvalidTargetInput, TargetError
 from verl_async_dapo.plans import preflight
 from verl_async_dapo.plans.preflight import CheckStatus, PreflightReport, run_preflight
 from verl_async_dapo.plans.prelaunch import ValidationCache, validate_overrides
@@ -237,6 +237,48 @@ async def test_host_preflight(host_verl_tree: Path, venv_python_first: None, mon
     await provide_inputs(target, home)
     assert [c.name for c in (await run_preflight(target, settings(VERL_HOME=home))).errors] == ["gpus"]
     assert (await run_preflight(target, settings(VERL_HOME=home), allow_no_gpus=True)).ok
+
+
+class _CountingHost(HostTarget):
+    """The host target, counting its paths_exist questions (each a docker exec in a container, a ~2 s job on Ray)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[list[str]] = []
+
+    async def paths_exist(self, paths: list[str]) -> dict[str, bool]:  # type: ignore[override]
+        self.asked.append(list(paths))
+        return await super().paths_exist(paths)
+
+
+async def test_preflight_asks_about_every_path_in_one_question(
+    host_verl_tree: Path, venv_python_first: None
+) -> None:
+    """VERL_HOME, the version file, the entry module and its config, the model and data, the checkpoint dir: one
+    paths_exist for the checks of a preflight (five before), and the same lines as when each check asks itself."""
+    home = str(host_verl_tree)
+    target = _CountingHost()
+    await provide_inputs(target, home)
+    wanted = settings(VERL_HOME=home, REWARD_FN_PATH="rewards/missing.py")
+    report = await run_preflight(target, wanted, allow_no_gpus=True)
+    assert len(target.asked) == 1, target.asked
+    assert {home, f"{home}/verl/version/version", f"{home}/rewards/missing.py", "/"} <= set(target.asked[0])
+    assert by_name(report, "verl").detail == f"verl 0.9.1 ({home}/verl/version/version)"
+    assert by_name(report, "dapo recipe").detail == f"{home}/recipe/dapo/main_dapo.py"
+    assert by_name(report, "recipe config").status is CheckStatus.OK
+    assert by_name(report, "MODEL_PATH").status is CheckStatus.OK
+    assert by_name(report, "REWARD_FN_PATH").detail == f"{home}/rewards/missing.py does not exist in host"
+    assert by_name(report, "disk").status is not CheckStatus.ERROR
+
+    class Unanswered(_CountingHost):  # the first question fails: each check asks for itself, nothing is lost
+        async def paths_exist(self, paths: list[str]) -> dict[str, bool]:  # type: ignore[override]
+            if not self.asked:
+                self.asked.append(list(paths))
+                raise TargetError("lost answer")
+            return await super().paths_exist(paths)
+
+    again = await run_preflight(Unanswered(), wanted, allow_no_gpus=True)
+    assert again.lines() == report.lines()
 
 
 

@@ -20,6 +20,7 @@ from verl_async_dapo.memory.gpus import GPU_QUERY_ARGV, GpuMemory
 from verl_async_dapo.plans import preflight_files
 from verl_async_dapo.plans.preflight_megatron import ENGINE_CONFIG, PROBE_SCRIPT, megatron_findings, parse_probe
 from verl_async_dapo.plans.preflight_memory import MemoryResult, memory_checks
+from verl_async_dapo.plans.preflight_paths import LAYOUT_VERSIONS, KnownPaths, checkpoint_ancestors, version_file
 from verl_async_dapo.plans.preflight_python import PROBE_TRIES, PYTHON_SCRIPT, PythonProbe, parse_python_probe
 from verl_async_dapo.settings import Framework, Mode, TrainingSettings
 from verl_async_dapo.targets.base import COMMAND_NOT_FOUND, Target, TargetKind
@@ -29,7 +30,6 @@ from verl_async_dapo.targets.ray.auth import RayTokenError
 from verl_async_dapo.targets.ray.resources import assess
 from verl_async_dapo.targets.slurm import SlurmTarget
 from verl_async_dapo.verl.profiles import profile_for_version
-from verl_async_dapo.verl.user_overrides import CHECKPOINT_KEY, user_value
 from verl_async_dapo.verl.versions import VerlVersion
 from verl_async_dapo.wording import Face, Say, Term, Text, render, setting
 
@@ -126,7 +126,7 @@ def entry_files(verl_home: str, mode: Mode, version: str | None) -> tuple[list[s
     except VersionError as exc:
         problem = str(exc) if version else None
         modules = sorted(
-            {profile_for_version(v).entry(mode).module for v in ("0.7.0", "0.9.0")},
+            {profile_for_version(v).entry(mode).module for v in LAYOUT_VERSIONS},
             reverse=True,
         )
     return [posixpath.join(verl_home, m.replace(".", "/") + ".py") for m in modules], problem
@@ -147,6 +147,7 @@ class _Preflight:
         self.python_path = ""  # sys.executable of the target's python3: the checks name the Python they used
         self.probe: PythonProbe | None = None  # what the python3 check's interpreter said (hydra included)
         self.verl_version: str | None = None
+        self.paths = KnownPaths(target)  # paths_exist, one question for every check's paths (preflight_paths)
 
     def _on_host(self) -> bool:
         """Advice differs: a host needs something installed, a container needs it mounted or in its image."""
@@ -161,6 +162,17 @@ class _Preflight:
             await fn()
         except TargetError as exc:
             self.add(name, CheckStatus.ERROR, f"could not check: {exc}", "make sure the target is running")
+
+    async def ask_paths_first(self) -> None:
+        """Every path the checks below name, in one question. The entry module and its config are asked for both
+        layouts (the version that picks one is read later)."""
+        home = self.s.verl_home
+        entry_candidates, _ = entry_files(home, self.s.mode, None)
+        configs = [c[0] for v in LAYOUT_VERSIONS if (c := preflight_files.config_file(self.s, v))]
+        data = [p for _, p, _ in self._data_items()]
+        engine = [posixpath.join(home, ENGINE_CONFIG)] if self.s.framework is Framework.MEGATRON else []
+        await self.paths.ask_first([home, version_file(home), *entry_candidates, *configs, *data, *engine,
+                                    *checkpoint_ancestors(self.s)[1]])  # fmt: skip
 
     async def python(self) -> None:
         for _ in range(PROBE_TRIES):  # exit 0 with nothing printed: an answer Docker lost, not a Python without hydra
@@ -258,9 +270,8 @@ class _Preflight:
 
     async def verl(self) -> None:
         home = self.s.verl_home
-        version_file = posixpath.join(home, "verl/version/version")
-        # One question for both paths: a docker exec, or on Ray a short job of ~2 s, instead of two.
-        found = await self.target.paths_exist([home, version_file])
+        vfile = version_file(home)
+        found = await self.paths.exist([home, vfile])
         if not found[home]:
             self.add(
                 "verl",
@@ -272,9 +283,9 @@ class _Preflight:
             )
             return
         source = ""
-        if found[version_file]:
-            self.verl_version = (await self.target.read_tail(version_file, 64)).decode("utf-8", "replace").strip()
-            source = version_file
+        if found[vfile]:
+            self.verl_version = (await self.target.read_tail(vfile, 64)).decode("utf-8", "replace").strip()
+            source = vfile
         elif self.has_python:
             res = await self.target.run(["python3", "-c", _VERSION_SCRIPT], cwd=home, timeout=30)
             self.verl_version = res.stdout.strip() if res.exit_code == 0 and res.stdout.strip() else None
@@ -305,7 +316,7 @@ class _Preflight:
         if problem:
             self.add("verl version", CheckStatus.ERROR, problem, "use a supported verl release")
         config = preflight_files.config_file(self.s, self.verl_version)
-        found = await self.target.paths_exist([*files, *([config[0]] if config else [])])
+        found = await self.paths.exist([*files, *([config[0]] if config else [])])
         present = [p for p in files if found[p]]
         name = "dapo recipe" if self.s.mode is Mode.DAPO else "one-step-off module"
         if present:
@@ -343,14 +354,15 @@ class _Preflight:
             return
         path = posixpath.join(self.s.verl_home, ENGINE_CONFIG)
         yaml = (await self.target.read_tail(path, 16384)).decode("utf-8", "replace") if (
-            await self.target.paths_exist([path]))[path] else None  # fmt: skip
+            await self.paths.exist([path]))[path] else None  # fmt: skip
         # A warning, not a refusal: the probe looks the pieces up by name, and a stack installed another way (a
         # source build of TE in its own layout) must not be blocked; a real gap fails in init_model, minutes later.
         for f in megatron_findings(found, self.s.extra_overrides, yaml):
             self.add(f.name, CheckStatus.OK if f.ok else CheckStatus.WARNING, f.detail, f.fix)
 
-    async def data(self) -> None:
-        items = [
+    def _data_items(self) -> list[tuple[str, str, Text]]:
+        """(variable, path, fix) of each file the run reads: the model, the data, a custom reward function."""
+        items: list[tuple[str, str, Text]] = [
             ("MODEL_PATH", self.s.resolved_model_path(),
              Say("download the model there or set {v}", v=setting("MODEL_PATH", "model_path"))),
             ("TRAIN_FILE", self.s.resolved_train_file(),
@@ -361,7 +373,11 @@ class _Preflight:
         reward_fn = self.s.resolved_reward_fn_path()
         if reward_fn:  # verl imports it only when the reward manager starts: minutes into the run
             items.append(("REWARD_FN_PATH", reward_fn, "copy the reward function file there or fix REWARD_FN_PATH"))
-        found = await self.target.paths_exist([p for _, p, _ in items])
+        return items
+
+    async def data(self) -> None:
+        items = self._data_items()
+        found = await self.paths.exist([p for _, p, _ in items])
         inside = await preflight_files.contents(self.target, self.s, [(n, p) for n, p, _ in items if found[p]])
         for name, path, fix in items:
             if not found[path]:
@@ -371,14 +387,8 @@ class _Preflight:
             self.add(name, CheckStatus(status), detail, fix)
 
     async def disk(self) -> None:
-        home = self.s.verl_home
-        # Where the run really writes (issue 27): the user's trainer.default_local_dir wins over CKPT_DIR.
-        ckpt = user_value(self.s.extra_overrides, CHECKPOINT_KEY) or self.s.ckpt_dir or "checkpoints"
-        ckpt = ckpt if ckpt.startswith("/") else posixpath.join(home, ckpt)
-        ancestors = [ckpt]
-        while ancestors[-1] != "/":
-            ancestors.append(posixpath.dirname(ancestors[-1]))
-        found = await self.target.paths_exist(ancestors)
+        ckpt, ancestors = checkpoint_ancestors(self.s)
+        found = await self.paths.exist(ancestors)
         where = next(p for p in ancestors if found[p] or p == "/")
         res = await self.target.run(["df", "-Pk", "--", where], timeout=30)
         lines = res.stdout.strip().splitlines()
@@ -430,6 +440,7 @@ async def run_preflight(target: Target, settings: TrainingSettings, features: Fe
         pf.add("target", CheckStatus.ERROR, str(exc), "start the container or choose another target")
         return report
     pf.add("target", CheckStatus.OK, f"{target.name} is reachable and running")
+    await pf.ask_paths_first()
     await pf.guarded("python3", pf.python)
     gpu_check = pf.ray_gpus if isinstance(target, RayTarget) else pf.slurm_job if isinstance(target, SlurmTarget) else pf.gpus
     await pf.guarded("gpus", gpu_check)
