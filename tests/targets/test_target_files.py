@@ -106,6 +106,23 @@ async def test_a_lost_process_list_does_not_leave_a_stopped_job_running(containe
     assert not (await target.job_status(handle)).running
 
 
+async def test_a_lost_size_answer_is_asked_again_not_an_error(container: Container) -> None:
+    """A stat whose answer Docker lost (a missing file's reason, an existing file's size) is asked again: a fresh-clone
+    suite run once failed with "cannot stat …:" and nothing after it. An answer that stays lost is an error."""
+    target = DockerTarget(container.name)
+    await target.write_file("/tmp/vad-size.log", b"12345")
+    silent_first(container, "stat", 1, code=1)
+    assert await target.file_size("/tmp/nope/nothing.log") is None
+    assert exec_argv(container, ["cat", "/tmp/stat-calls"]).stdout.strip() == "2"
+    exec_argv(container, ["rm", "-f", "/tmp/stat-calls"])
+    silent_first(container, "stat", 2, code=0)
+    assert await target.file_size("/tmp/vad-size.log") == 5
+    exec_argv(container, ["rm", "-f", "/tmp/stat-calls"])
+    silent_first(container, "stat", 99, code=1)
+    with pytest.raises(TargetError, match="no answer"):
+        await target.file_size("/tmp/vad-size.log")
+
+
 async def test_a_lost_tail_is_read_again_and_an_empty_file_is_still_empty(container: Container) -> None:
     """A log's tail read as nothing would classify an OOM as no error: empty output from a file with bytes is asked
     again; a file that is empty reads empty."""

@@ -326,13 +326,18 @@ class DockerTarget(Target):
 
     async def file_size(self, path: str) -> int | None:
         check_target_path(path)
-        code, out, err = await self._exec(["stat", "-L", "-c", "%s", "--", path])
-        if code == 0 and out.strip().isdigit():
-            return int(out.strip())
-        text = err.decode("utf-8", "replace")
-        if "No such file" in text or "Not a directory" in text:
-            return None
-        raise TargetError(f"cannot stat {path} in {self.name!r}: {text.strip()}")
+        for _ in range(ANSWER_TRIES):
+            code, out, err = await self._exec(["stat", "-L", "-c", "%s", "--", path])
+            if code == 0 and out.strip().isdigit():
+                return int(out.strip())
+            text = err.decode("utf-8", "replace").strip()
+            if "No such file" in text or "Not a directory" in text:
+                return None
+            if text:  # stat said why: an answer
+                raise TargetError(f"cannot stat {path} in {self.name!r}: {text}")
+            # Exit 0 without the size, or a failure without its reason: an answer Docker lost (see paths_exist), or
+            # an exec that did not start; asked again (a suite run once failed "cannot stat …:" with nothing after).
+        raise TargetError(f"cannot stat {path} in {self.name!r}: no answer in {ANSWER_TRIES} tries")
 
     async def paths_exist(self, paths: Sequence[str]) -> dict[str, bool]:
         paths = [check_target_path(p) for p in paths]
