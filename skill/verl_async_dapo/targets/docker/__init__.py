@@ -11,7 +11,7 @@ import io
 import posixpath
 import tarfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import anyio
 from anyio.lowlevel import RunVar
@@ -60,7 +60,7 @@ __all__ = [
 
 MAX_READ = 64 << 20  # one read_tail / read_range / command output at most
 START_TIMEOUT = 10.0  # how long start_detached waits for the pgid file
-ANSWER_TRIES = 3  # an exec answer that cannot be right (lost output: see paths_exist) is asked again
+ANSWER_TRIES = 3  # an exec answer that cannot be right (lost output: see _exec_answered) is asked again
 _POLL = 0.1
 
 # A follow pins one worker thread per idle log; its own limiter keeps them off anyio's default
@@ -125,6 +125,23 @@ class DockerTarget(Target):
             stream.close()
         code = await docker_call(stream.exit_code, container=self.name)
         return normalize_result(argv, code, out, err)
+
+    async def _exec_answered(
+        self, argv: Sequence[str], answered: Callable[[int, bytes, bytes], object], *, timeout: float = 60.0
+    ) -> tuple[bool, tuple[int, bytes, bytes]]:
+        """``_exec`` until ``answered(code, out, err)`` holds, at most ANSWER_TRIES times: (whether it did, the last
+        reply).
+
+        Docker can lose a short exec's output (moby#27289, docker-py#2042), or fail to start an exec under load: a
+        reply that cannot be right (ps listing no process, stat printing neither a size nor why) is no answer, and
+        taken for one it turned into verdicts ("VERL_HOME /verl does not exist" with /verl in place, a live job's
+        group taken for gone, "cannot stat …:" with nothing after). Only the caller knows what an answer looks like.
+        """
+        for _ in range(ANSWER_TRIES):
+            result = await self._exec(argv, timeout=timeout)
+            if answered(*result):
+                return True, result
+        return False, result
 
     async def ensure_running(self) -> None:
         await ensure_container_running(self.name)
@@ -198,15 +215,12 @@ class DockerTarget(Target):
     async def _processes(self) -> list[tuple[int, int, str]] | None:
         """(pid, pgid, stat) of every process in the container; None when ps is not installed or gives no answer
         (then ``kill -0``, whose exit code needs no output, decides)."""
-        for _ in range(ANSWER_TRIES):
-            code, out, _ = await self._exec(["ps", "-e", "-o", "pid=,pgid=,stat="], timeout=15.0)
-            if code != 0:
-                return None
-            if rows := parse_ps(out.decode("ascii", "replace")):
-                return rows
-            # ps lists at least itself: no row is an answer Docker lost, not an empty container (a stop would
-            # otherwise take a live job's group for gone and leave it running).
-        return None
+        # ps lists at least itself: no row is no answer, not an empty container.
+        ok, (code, out, _) = await self._exec_answered(
+            ["ps", "-e", "-o", "pid=,pgid=,stat="],
+            lambda code, out, _: code != 0 or parse_ps(out.decode("ascii", "replace")), timeout=15.0,
+        )  # fmt: skip
+        return parse_ps(out.decode("ascii", "replace")) if ok and code == 0 else None
 
     async def _kill(self, signal: str, target: str) -> int:
         """``kill -SIG -- TARGET`` (TARGET = pid or -pgid); falls back to the shell builtin without /bin/kill."""
@@ -296,7 +310,8 @@ class DockerTarget(Target):
             code, out, err = await self._exec(["tail", "-c", str(max_bytes), "--", path])
             if code != 0:
                 raise TargetError(f"cannot read {path} in {self.name!r}: {err.decode('utf-8', 'replace').strip()}")
-            # Nothing read from a file that has bytes is an answer Docker lost (see paths_exist): a log's tail read
+            # Nothing read from a file that has bytes is no answer (see _exec_answered; the check is async, so this
+            # loop is its own): a log's tail read
             # empty would classify an OOM as nothing and cost the run its relaunch.
             if out or not await self.file_size(path):
                 return out
@@ -326,35 +341,36 @@ class DockerTarget(Target):
 
     async def file_size(self, path: str) -> int | None:
         check_target_path(path)
-        for _ in range(ANSWER_TRIES):
-            code, out, err = await self._exec(["stat", "-L", "-c", "%s", "--", path])
-            if code == 0 and out.strip().isdigit():
-                return int(out.strip())
-            text = err.decode("utf-8", "replace").strip()
-            if "No such file" in text or "Not a directory" in text:
-                return None
-            if text:  # stat said why: an answer
-                raise TargetError(f"cannot stat {path} in {self.name!r}: {text}")
-            # Exit 0 without the size, or a failure without its reason: an answer Docker lost (see paths_exist), or
-            # an exec that did not start; asked again (a suite run once failed "cannot stat …:" with nothing after).
-        raise TargetError(f"cannot stat {path} in {self.name!r}: no answer in {ANSWER_TRIES} tries")
+        # An answer is the size, or stat's reason for not giving one.
+        ok, (code, out, err) = await self._exec_answered(
+            ["stat", "-L", "-c", "%s", "--", path],
+            lambda code, out, err: (code == 0 and out.strip().isdigit()) or err.strip(),
+        )  # fmt: skip
+        if not ok:
+            raise TargetError(f"cannot stat {path} in {self.name!r}: no answer in {ANSWER_TRIES} tries")
+        if code == 0 and out.strip().isdigit():
+            return int(out.strip())
+        text = err.decode("utf-8", "replace").strip()
+        if "No such file" in text or "Not a directory" in text:
+            return None
+        raise TargetError(f"cannot stat {path} in {self.name!r}: {text}")
 
     async def paths_exist(self, paths: Sequence[str]) -> dict[str, bool]:
         paths = [check_target_path(p) for p in paths]
         if not paths:
             return {}
-        # One exec for all: stat prints only the names that exist, NUL-terminated. "/" goes first as a witness: an
-        # exec can fail to start under load, and Docker can lose a short exec's output (moby#27289, docker-py#2042);
-        # an answer without "/" says nothing about the paths, so ask again, and in the end say so, never "missing"
-        # (a fresh-clone suite run refused a launch over "VERL_HOME /verl does not exist" with /verl in place).
-        detail = ""
-        for _ in range(ANSWER_TRIES):
-            code, out, err = await self._exec(["stat", "-L", "--printf=%n\\0", "--", "/", *paths])
-            found = set(out.decode("utf-8", "surrogateescape").split("\0"))
-            if "/" in found and code in (0, 1):  # 1: some path is missing
-                return {p: p in found for p in paths}
+        # One exec for all: stat prints only the names that exist, NUL-terminated (exit 1: some path is missing).
+        # "/" goes first as a witness: a reply without it says nothing about the paths, never "missing".
+        def names(out: bytes) -> set[str]:
+            return set(out.decode("utf-8", "surrogateescape").split("\0"))
+
+        ok, (code, out, err) = await self._exec_answered(["stat", "-L", "--printf=%n\\0", "--", "/", *paths],
+                                                         lambda code, out, _: code in (0, 1) and "/" in names(out))
+        if not ok:
             detail = f"stat exited {code}: {err.decode('utf-8', 'replace').strip()[-300:] or 'no output'}"
-        raise TargetError(f"could not check paths in container {self.name!r} ({detail})")
+            raise TargetError(f"could not check paths in container {self.name!r} ({detail})")
+        found = names(out)
+        return {p: p in found for p in paths}
 
     async def write_file(self, path: str, data: bytes, *, mode: int = 0o600) -> None:
         check_target_path(path)
