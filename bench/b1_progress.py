@@ -200,7 +200,7 @@ def measure_size(
         common.sh(container, f"kill -CONT -{pgid}", check=False)
     _heal_and_wait_fresh(state, run_id)
     _wait_for_live_step(state, container, run_id)
-    actual = int(common.sh(container, f"stat -L -c %s {common.LOG_LINK}").strip())
+    actual = int(common.sh_output(container, f"stat -L -c %s {common.LOG_LINK}").strip())
     result = SizeResult(label, actual)
     common.log(f"{label}: log is {actual} bytes; measuring the fresh path")
     # Warm the page cache for the baseline, as a log being written is.

@@ -90,7 +90,7 @@ def measure(state: State, container: Container, run_id: str, seconds: float = 60
         raise RuntimeError("no live supervisor to measure")
     pgid = common.job_pgid(container, state, run_id)
     tail_pid = _tail_host_pid(container)
-    log_bytes = int(common.sh(container, f"stat -L -c %s {common.LOG_LINK}").strip())
+    log_bytes = int(common.sh_output(container, f"stat -L -c %s {common.LOG_LINK}").strip())
     original: dict[str, Any] = {}
 
     def original_loop() -> None:

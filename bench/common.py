@@ -181,6 +181,17 @@ def sh(container: Container, script: str, *, check: bool = True) -> str:
     return text
 
 
+def sh_output(container: Container, script: str, tries: int = 3) -> str:
+    """``sh`` for a script that always prints (a size, a pid): an empty reply is an answer Docker lost (moby#27289,
+    the product's DockerTarget asks again the same way), so it is asked again; a fresh-clone suite run once failed
+    with ``int('')`` on a file size."""
+    for _ in range(tries):
+        text = sh(container, script)
+        if text.strip():
+            return text
+    raise RuntimeError(f"`{script[:120]}` printed nothing in {tries} tries")
+
+
 def write_control(container: Container, control: dict[str, Any]) -> None:
     """The stand-in's failure injection (<VERL_HOME>/standin_control.json)."""
     payload = json.dumps(control).replace("'", "")
@@ -354,7 +365,7 @@ def job_pgid(container: Container, state: State, run_id: str) -> int:
     finally:
         ctx.close()
     assert job is not None, "the attempt has no job yet"
-    return int(sh(container, f"cat '{job['job_dir']}/pgid'").strip())
+    return int(sh_output(container, f"cat '{job['job_dir']}/pgid'").strip())
 
 
 def proc_cpu_seconds(pid: int) -> float:
