@@ -2,9 +2,9 @@
 last checkpoint; the relaunch budget; a host-RAM OOM is no GPU OOM; one-step-off keeps its GPU split. The stand-in
 decides from each attempt's composed config whether its OOM fires, as real memory pressure would.
 
-Moved here from tests/supervisor/test_supervisor_recovery.py (second rung, budget, host OOM) and
-test_supervisor_targets.py (one-step-off): the container end to end of the first rung stays there, the host one in
-test_supervisor_targets.py."""
+Moved here from the supervisor's end-to-end files (second rung, budget, host-RAM OOM, one-step-off). The first rung
+runs end to end once per target: in a container through scripts/run_dapo.sh
+(tests/scripts/test_scripts_training.py), on the host through bench/gpu/drive.py (tests/bench/test_gpu_harness.py)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from docker.models.containers import Container
 from script_helpers import ACTIVE, SCRIPTS_DIR, ScriptResult, ScriptRunner, write_control
 
 from harness.fixtures import REPO_ROOT
-from verl_async_dapo.store import Store
+from verl_async_dapo.store import AttemptRow, Store
 
 RUN_ID = re.compile(r"^run id:\s+(run_[A-Za-z0-9_-]+)\s*$", re.MULTILINE)
 
@@ -26,6 +26,21 @@ RUN_ID = re.compile(r"^run id:\s+(run_[A-Za-z0-9_-]+)\s*$", re.MULTILINE)
 def run_id_of(result: ScriptResult) -> str:
     found = RUN_ID.findall(result.stdout)
     assert len(found) == 1, f"expected exactly one 'run id:' line\n{result.describe()}"
+    return found[0]
+
+
+def in_container(scripts: ScriptRunner, *argv: str) -> str:
+    """stdout of a fixed command (no shell) in the scripts' container, asserting it succeeded."""
+    proc = subprocess.run(["docker", "exec", scripts.container_name, *argv], capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}: {proc.stderr}"
+    return proc.stdout
+
+
+def checkpoint_dir(attempt: AttemptRow) -> str:
+    """The checkpoint root the attempt was launched with (``trainer.default_local_dir``)."""
+    found = [o.split("=", 1)[1].strip("'\"") for o in attempt.overrides if o.startswith("trainer.default_local_dir=")]
+    assert len(found) == 1, attempt.overrides
     return found[0]
 
 
@@ -75,8 +90,13 @@ def test_quick_start_returns_at_once_and_the_run_succeeds(scripts: ScriptRunner,
 
 
 def test_run_dapo_follows_an_oom_recovery_to_success(scripts: ScriptRunner, prepared_container: Container) -> None:
-    """And EXTRA_OVERRIDES reach every attempt, the OOM relaunch's too."""
+    """The first rung of the OOM ladder end to end in a container, as the script's user meets it: the detached
+    supervisor follows the stand-in's log, classifies the OOM, relaunches with offload and resumes from the last
+    checkpoint; the store, the container's files and the CLI's views all say so. And EXTRA_OVERRIDES reach every
+    attempt, the OOM relaunch's too. (The rest of the ladder, the budget and host-RAM OOMs are decided in-process:
+    tests/decisions/test_oom_ladder.py; the host target's run of the same rung: tests/bench/test_gpu_harness.py.)"""
     # OOM at step 3 unless parameters are offloaded: attempt 1 fails, the supervisor appends offload and resumes.
+    # The stand-in decides from each attempt's composed config, as real memory pressure would.
     write_control(prepared_container, oom_at_step=3, oom_unless=["offload"], step_seconds=0.05)
     extra = "actor_rollout_ref.actor.optim.lr=3e-6 \"trainer.project_name='my-project'\""
     result = scripts.run("run_dapo.sh", env={"EXTRA_OVERRIDES": extra})
@@ -85,6 +105,7 @@ def test_run_dapo_follows_an_oom_recovery_to_success(scripts: ScriptRunner, prep
     store = Store(scripts.state_dir / "state.db")
     try:
         attempts = store.attempts(run_id)
+        run = store.run(run_id)
     finally:
         store.close()
     assert len(attempts) == 2, [a.status for a in attempts]  # the OOM relaunch
@@ -92,22 +113,60 @@ def test_run_dapo_follows_an_oom_recovery_to_success(scripts: ScriptRunner, prep
         assert "actor_rollout_ref.actor.optim.lr=3e-6" in attempt.overrides
         assert "trainer.project_name='my-project'" in attempt.overrides
     # It followed to the end: the run is over when the script returns, and the follow output shows the retry.
-    assert scripts.cli_json("status", run_id)["status"] == "succeeded"
+    status = scripts.cli_json("status", run_id)
+    assert status["status"] == "succeeded", status
+    assert (status["attempt"], status["resumed_from_step"]) == (2, 2)  # SAVE_FREQ=2, the OOM hit step 3
+    assert (status["step"], status["total_steps"], status["percent"]) == (6, 6, 100.0)
+    assert "offload" in status["features"]
     assert "[succeeded] attempt 2" in result.stdout, result.describe()
     assert f"run {run_id} succeeded" in result.stderr, result.describe()
     assert_monitoring(result, scripts.container_name)
 
+    # `errors`: the OOM, its override diff and what the supervisor did about it.
     report = scripts.cli_json("errors", run_id)
     assert report["status"] == "succeeded"
     first, second = report["attempts"]
-    assert (first["status"], first["category"]) == ("failed", "gpu_oom"), first
+    assert (first["status"], first["category"], first["kind"]) == ("failed", "gpu_oom", "torch_cuda_oom"), first
+    assert first["exit_code"] not in (None, 0) and "CUDA out of memory" in first["excerpt"]
+    assert first["supervisor_action"] == "gpu_oom: relaunching with +offload"
     assert first["changes_next_attempt"] == ["+offload"], first
     assert "offload" not in first["features"]
-    assert second["status"] == "succeeded"
-    assert second["features"][-1] == "offload", second
-    assert "resuming from step 2" in second["reason_started"], second  # SAVE_FREQ=2: checkpoint at step 2
+    assert (second["status"], second["exit_code"], second["category"]) == ("succeeded", 0, None), second
+    assert second["features"] == [*first["features"], "offload"], second
+    assert "actor_rollout_ref.actor.fsdp_config.param_offload: False → True" in second["override_diff"]
+    assert second["reason_started"] == "gpu_oom: relaunching with +offload; resuming from step 2", second
+
+    # The store: one row per attempt with features, diff, reason, exit code, start/end and its own log.
+    a1, a2 = attempts
+    assert a1.config.oom_appended == [] and a2.config.oom_appended == ["offload"]
+    assert a1.override_diff == [] and a2.override_diff == second["override_diff"]
+    assert (a1.exit_code, a2.exit_code) == (first["exit_code"], 0)
+    assert a1.started_at <= a1.ended_at <= a2.started_at <= a2.ended_at  # type: ignore[operator]
+    assert a1.job and a2.job and a1.job["log_path"] != a2.job["log_path"]
+    assert a1.decision and a1.decision["relaunch"] is True
+    assert run is not None and run.final_reason == "training finished (exit code 0)" and run.ended_at is not None
+
+    # Inside the container: attempt 1 started from scratch and died of the OOM; attempt 2 loaded step 2.
+    log1, log2 = in_container(scripts, "cat", a1.job["log_path"]), in_container(scripts, "cat", a2.job["log_path"])
+    assert "Training from scratch" in log1 and "CUDA out of memory" in log1
+    ckpt = checkpoint_dir(a2)
+    assert checkpoint_dir(a1) == ckpt  # the same root, or the resume would start over
+    for line in (f"Load from checkpoint folder: {ckpt}/global_step_2", "Setting global step to 2",
+                 f"Resuming from {ckpt}/global_step_2"):  # fmt: skip
+        assert line in log2, f"{line!r} missing from attempt 2's log"
+    assert "CUDA out of memory" not in log2
+    in_container(scripts, "test", "-d", f"{ckpt}/global_step_2/actor")
+    assert in_container(scripts, "cat", f"{ckpt}/latest_checkpointed_iteration.txt").strip() == "6"  # the last save
+    # /verl/train.log follows the current attempt, so the original skill's monitoring command still works.
+    assert in_container(scripts, "readlink", "--", "/verl/train.log").strip() == a2.job["log_path"]
+
+    # The human views of the same run: `status --follow` ends at once on a finished run, exit 0 = succeeded.
+    follow = scripts.cli("status", run_id, "--follow", "--interval", "0.2")
+    assert follow.returncode == 0, follow.stdout + follow.stderr
+    assert "| 6/6 100.0%" in follow.stdout and "resumed from step 2" in follow.stdout
     text = scripts.cli("errors", run_id).stdout
-    assert "error: gpu_oom" in text and "relaunching with +offload" in text, text
+    assert "attempt 1: failed (exit 1)" in text and "  error: gpu_oom" in text, text
+    assert "  supervisor: gpu_oom: relaunching with +offload" in text, text
 
 
 def test_run_one_step_off_policy_uses_the_gpu_split(scripts: ScriptRunner, prepared_container: Container) -> None:
