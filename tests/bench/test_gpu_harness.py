@@ -4,7 +4,8 @@
   one it saw on the H200 (bench/gpu/results/oom/holder.log);
 * figures.py on the real verl logs that run produced (OOM attempt and resumed attempt);
 * drive.py end to end through the product, both paths (MCP stdio client, CLI), with the verl stand-in on the host
-  target injecting a GPU OOM that offload avoids: the same shape as the real scenario, at stand-in speed.
+  target injecting a GPU OOM that offload avoids: the same shape as the real scenario, at stand-in speed (and the
+  host target's end to end of the OOM ladder's first rung).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from types import ModuleType
 import pytest
 
 from harness.standin_files import parquet_bytes, write_model
+from verl_async_dapo.store import Store
 
 GPU = Path(__file__).resolve().parents[2] / "bench" / "gpu"
 RESULTS = GPU / "results"
@@ -139,8 +141,11 @@ def test_drive_mcp_path_runs_a_healthy_run_to_the_end(tmp_path: Path, host_verl_
 
 
 def test_drive_cli_path_shows_oom_offload_and_resume(tmp_path: Path, host_verl_tree: Path) -> None:
+    """Also the first rung of the OOM ladder end to end on the HOST target (no container: the stand-in tree is
+    VERL_HOME, the job runs under this venv's python3): logs, checkpoints and train.log in the user's own tree."""
     control = {"oom_at_step": 3, "oom_kind": "gpu", "oom_unless": ["offload"]}
-    (run,) = _drive(tmp_path, _tree(host_verl_tree, control), "cli", "oom")
+    tree = _tree(host_verl_tree, control)
+    (run,) = _drive(tmp_path, tree, "cli", "oom")
     first, second = run["attempts"]
     assert first["status"] == "failed" and first["error"]["category"] == "gpu_oom"
     assert [s["step"] for s in first["steps"]] == [1, 2]
@@ -149,6 +154,42 @@ def test_drive_cli_path_shows_oom_offload_and_resume(tmp_path: Path, host_verl_t
     assert [s["step"] for s in second["steps"]] == [3, 4]
     assert any(m.startswith("Resuming from") and m.endswith("global_step_2") for m in second["marks"])
     assert run["status"] == "succeeded"
+
+    # What the product said, as drive.py kept it: the start names the host and its monitoring command; `status`
+    # and `errors` tell the relaunch and the resume point.
+    res = tmp_path / "results" / "oom"
+    started = (res / "start.txt").read_text()
+    assert "target:   host (dapo, fsdp, verl 0.9.1)" in started, started
+    assert f'grep "Training Progress" {tree}/train.log | tail -1' in started, started
+    status = json.loads((res / "status.json").read_text())
+    assert (status["status"], status["attempt"]) == ("succeeded", 2), status
+    assert (status["resumed_from_step"], status["step"]) == (2, 4) and status["features"][-1] == "offload", status
+    said_first, said_second = json.loads((res / "errors.json").read_text())["attempts"]
+    assert (said_first["category"], said_first["changes_next_attempt"]) == ("gpu_oom", ["+offload"]), said_first
+    assert (said_second["status"], said_second["exit_code"]) == ("succeeded", 0), said_second
+    assert said_second["reason_started"].endswith("resuming from step 2"), said_second
+
+    # The user's tree: one log per attempt under it, the checkpoints under it, train.log on the current attempt.
+    store = Store(tmp_path / "vad-oom" / "state.db")
+    try:
+        a1, a2 = store.attempts(store.runs(10)[0].id)
+    finally:
+        store.close()
+    assert a1.job and a2.job
+    log1, log2 = Path(a1.job["log_path"]), Path(a2.job["log_path"])
+    assert log1.parent != log2.parent and log1.is_relative_to(tree)
+    assert "CUDA out of memory" in log1.read_text() and "Setting global step to 2" in log2.read_text()
+    roots = {o.split("=", 1)[1].strip("'\"") for a in (a1, a2) for o in a.overrides
+             if o.startswith("trainer.default_local_dir=")}  # fmt: skip
+    assert len(roots) == 1, roots  # the same root, or the resume would start over
+    ckpt = Path(roots.pop())
+    assert ckpt.is_relative_to(tree) and (ckpt / "global_step_2" / "actor").is_dir()
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "4"  # the last save, the last step
+    assert (tree / "train.log").resolve() == log2.resolve()
+    # The original monitoring command, as printed, works unchanged.
+    line = subprocess.run(["sh", "-c", 'grep "Training Progress" "$1" | tail -1', "sh", str(tree / "train.log")],
+                          capture_output=True, text=True, check=True, timeout=30).stdout  # fmt: skip
+    assert "Training Progress" in line and "4/4" in line, line
 
 
 def test_drive_cli_path_sigstops_the_trainer_and_the_watchman_reports_and_relaunches(

@@ -2,7 +2,7 @@
 the detached supervisor finishes the run (its log readable as a resource), and stops on confirmed request.
 OOM recovery through the MCP tools is tests/mcp/test_stdio_e2e.py's (container target, over stdio, with the
 check_errors report this file used to check on the host: the excerpt's fences and size, the next attempt's change);
-on the host target it is tests/supervisor/test_supervisor_targets.py's.
+on the host target it is tests/bench/test_gpu_harness.py's (bench/gpu/drive.py through the CLI).
 
 The stand-in tree comes from ``host_verl_tree`` (tests/harness/fixtures.py); failures are injected
 through ``<tree>/standin_control.json`` (schema: tests/standin/entry/standin_control.py).
