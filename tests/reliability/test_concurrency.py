@@ -5,7 +5,7 @@ supervisors of one run, or two trainings on one container's GPUs without the use
   store (10 each): exactly one run, one supervisor, one launcher; the 19 others get a ToolError saying why.
 * then the supervisor is killed and 20 concurrent ``get_progress`` calls (both servers) race to heal it: exactly one
   new supervisor takes over, still one launcher, and the run still succeeds. This part runs under bounded CPU load
-  (busy loops for at most the test's duration, ``cpu_load``): on a busy 2-core machine the kill lands anywhere in
+  (every core busy: busy loops on the idle ones for at most the test's duration, ``cpu_load``): on a busy 2-core machine the kill lands anywhere in
   the supervisor's launch (issue 27, item 7: it once saw attempts [1, 2]).
 * two sessions on one container: the second is refused while the first trains there (its GPUs are busy), through
   the MCP tool and through the CLI, unless the user explicitly passes ``allow_shared_gpus`` / ``--allow-shared-gpus``.
@@ -47,17 +47,37 @@ from verl_async_dapo.server import mcp
 from verl_async_dapo.store import Store
 
 CALLS_PER_SERVER = 10
-BUSY_LOOPS = 2  # as many as this machine's cores: the product's processes get about half of the CPU
+CORES = os.cpu_count() or 1
 BUSY_SECONDS = 240  # each loop ends by itself after this, even if the test process is killed
+SAMPLE_S = 0.5
+
+
+def busy_cores(window: float = SAMPLE_S) -> float:
+    """How many cores the machine kept busy over the last ``window`` seconds (/proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as fh:
+            values = [int(v) for v in fh.readline().split()[1:]]
+        idle = values[3] + values[4]  # idle + iowait
+        return sum(values) - idle, sum(values)
+
+    busy0, total0 = sample()
+    time.sleep(window)
+    busy1, total1 = sample()
+    return CORES * (busy1 - busy0) / max(1, total1 - total0)
 
 
 @pytest.fixture
-def cpu_load() -> Iterator[None]:
-    """Bounded CPU load for the test's duration: busy loops that exit after BUSY_SECONDS at the latest."""
+def cpu_load() -> Iterator[int]:
+    """Every core busy for the test's duration: busy loops (each exits after BUSY_SECONDS at the latest) for the
+    cores that are idle now. Run alone, that is one loop per core and the product's processes get about half of
+    the CPU; in the suite the other workers already fill the cores, and loops on top would only slow the suite.
+    Yields the number of loops started."""
     busy = f"import time\nend = time.monotonic() + {BUSY_SECONDS}\nwhile time.monotonic() < end: pass"
-    loops = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(BUSY_LOOPS)]
+    wanted = max(0, CORES - round(busy_cores()))
+    loops = [subprocess.Popen([sys.executable, "-c", busy]) for _ in range(wanted)]
     try:
-        yield
+        yield wanted
     finally:
         for loop in loops:
             loop.kill()
@@ -65,7 +85,7 @@ def cpu_load() -> Iterator[None]:
 
 
 async def test_twenty_concurrent_starts_from_two_servers_make_one_run(
-    tmp_path: Path, host_verl_tree: Path, cpu_load: None
+    tmp_path: Path, host_verl_tree: Path, cpu_load: int
 ) -> None:
     prepare_host_tree(host_verl_tree)
     write_control(host_verl_tree, step_seconds=0.25)  # ~2 s of training: time for the heal race below
@@ -148,7 +168,7 @@ async def test_twenty_concurrent_starts_from_two_servers_make_one_run(
         store.close()
     record("concurrency_start", calls=2 * CALLS_PER_SERVER, servers=2, runs=1, race_seconds=round(race_s, 2),
            heal_calls=len(heals), heals_recorded=len(restarted), max_supervisors=len(after), attempts=len(attempts),
-           launched_attempts=len(with_launch), busy_loops=BUSY_LOOPS,
+           launched_attempts=len(with_launch), busy_loops=cpu_load,
            max_launchers=max(watch.max_per_run.values(), default=0))  # fmt: skip
 
 
