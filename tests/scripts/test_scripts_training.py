@@ -18,7 +18,8 @@ from docker.models.containers import Container
 from script_helpers import ACTIVE, SCRIPTS_DIR, ScriptResult, ScriptRunner, write_control
 
 from harness.fixtures import REPO_ROOT
-from verl_async_dapo.store import AttemptRow, Store
+from harness.records import checkpoint_dir
+from verl_async_dapo.store import Store
 
 RUN_ID = re.compile(r"^run id:\s+(run_[A-Za-z0-9_-]+)\s*$", re.MULTILINE)
 
@@ -35,13 +36,6 @@ def in_container(scripts: ScriptRunner, *argv: str) -> str:
                           timeout=30, check=False)  # fmt: skip
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}: {proc.stderr}"
     return proc.stdout
-
-
-def checkpoint_dir(attempt: AttemptRow) -> str:
-    """The checkpoint root the attempt was launched with (``trainer.default_local_dir``)."""
-    found = [o.split("=", 1)[1].strip("'\"") for o in attempt.overrides if o.startswith("trainer.default_local_dir=")]
-    assert len(found) == 1, attempt.overrides
-    return found[0]
 
 
 def assert_monitoring(result: ScriptResult, container: str) -> None:

@@ -258,14 +258,6 @@ def last_bar(text: str) -> tuple[int, int] | None:
     return (int(found[-1][0]), int(found[-1][1])) if found else None
 
 
-def checkpoint_dir(attempt: AttemptRow) -> str:
-    """The checkpoint root the attempt was launched with (``trainer.default_local_dir``)."""
-    for item in attempt.overrides:
-        if item.startswith("trainer.default_local_dir="):
-            return item.split("=", 1)[1].strip("'\"")
-    raise AssertionError(f"attempt {attempt.n} has no trainer.default_local_dir override: {attempt.overrides}")
-
-
 def override_value(attempt: AttemptRow, key: str) -> str | None:
     for item in attempt.overrides:
         name, _, value = item.partition("=")
