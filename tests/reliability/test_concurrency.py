@@ -4,9 +4,9 @@ supervisors of one run, or two trainings on one container's GPUs without the use
 * 20 concurrent ``start_training`` calls on one ready session, from TWO stdio server processes sharing the state
   store (10 each): exactly one run, one supervisor, one launcher; the 19 others get a ToolError saying why.
 * then the supervisor is killed and 20 concurrent ``get_progress`` calls (both servers) race to heal it: exactly one
-  new supervisor takes over, still one launcher, and the run still succeeds. This part runs under bounded CPU load
-  (every core busy: busy loops on the idle ones for at most the test's duration, ``cpu_load``): on a busy 2-core machine the kill lands anywhere in
-  the supervisor's launch (issue 27, item 7: it once saw attempts [1, 2]).
+  new supervisor takes over, still one launcher, and the run still succeeds. This part runs with every core busy
+  (busy loops on the idle ones for at most the test's duration, ``cpu_load``): on a busy 2-core machine the kill
+  lands anywhere in the supervisor's launch (issue 27, item 7: it once saw attempts [1, 2]).
 * two sessions on one container: the second is refused while the first trains there (its GPUs are busy), through
   the MCP tool and through the CLI, unless the user explicitly passes ``allow_shared_gpus`` / ``--allow-shared-gpus``.
 """
